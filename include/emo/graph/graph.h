@@ -1,0 +1,128 @@
+// The dependency graph of one step across ranks (DESIGN.md §2).
+// Every node has two time points, start (2n) and end (2n+1); every edge joins
+// two points with a latency, so "kernel starts ≥ launch start + 6 µs",
+// "collective transfer starts when the last rank's kernel has started" and
+// "cudaStreamSynchronize returns ≥ 3 µs after the kernel it waits on ends" are
+// all the same thing. The end of node n is also bound by start(n) + dur(n).
+// Built once by build_graph(), immutable afterwards; a what-if is a duration
+// vector given to the replay, never a copy of the graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emo/base/result.h"
+#include "emo/base/strings.h"
+#include "emo/trace/trace.h"
+
+namespace emo::graph {
+
+using NodeId = uint32_t;
+using PointId = uint32_t;
+inline constexpr uint32_t kNoId = 0xffffffffu;
+
+inline PointId start_point(NodeId n) { return 2 * n; }
+inline PointId end_point(NodeId n) { return 2 * n + 1; }
+inline NodeId node_of(PointId p) { return p / 2; }
+inline bool is_end(PointId p) { return (p & 1u) != 0; }
+
+enum class NodeKind : uint8_t {
+  kCpuOp,       // self time of a cpu_op / user_annotation / python_function on a thread
+  kCpuGap,      // time on a thread that no event explains (real CPU work, kept)
+  kRuntime,     // a CUDA runtime/driver call that does not block (launch, record, ...)
+  kSyncCall,    // a runtime call that blocks on the GPU (synchronize, blocking memcpy, ...)
+  kKernel,      // GPU kernel (compute)
+  kCommKernel,  // GPU collective kernel (NCCL), this rank's part
+  kMemcpy,      // GPU memcpy
+  kMemset,      // GPU memset
+  kCollective,  // logical transfer of one collective matched across ranks
+};
+const char* to_string(NodeKind k);
+inline bool is_gpu(NodeKind k) {
+  return k == NodeKind::kKernel || k == NodeKind::kCommKernel || k == NodeKind::kMemcpy ||
+         k == NodeKind::kMemset;
+}
+
+enum class EdgeKind : uint8_t {
+  kThread,       // thread program order
+  kLaunch,       // runtime/driver call -> its GPU op (by correlation)
+  kStream,       // stream order
+  kCrossStream,  // event record on stream A -> stream wait on stream B
+  kSync,         // GPU op end -> blocking CPU call end
+  kCollective,   // rank's collective kernel <-> logical collective
+};
+const char* to_string(EdgeKind k);
+
+struct Edge {
+  PointId src = 0;
+  PointId dst = 0;
+  int64_t lat_ns = 0;  // inherent latency of this dependency
+  EdgeKind kind = EdgeKind::kThread;
+};
+
+// One serial resource of one rank: a CPU thread or a GPU stream.
+struct Lane {
+  uint32_t rank = 0;
+  bool gpu = false;
+  int64_t pid = -1;
+  int64_t tid = -1;
+  int32_t device = -1;
+  int32_t stream = -1;
+};
+
+struct BuildOptions {
+  // Split each matched collective kernel into wait-for-peers + transfer.
+  bool split_collectives = true;
+};
+
+// What the builder did that a user should know (counts, one example each).
+struct BuildStats {
+  int64_t gpu_ops_without_launch = 0;
+  int64_t edges_dropped_inconsistent = 0;  // dependency contradicted by the trace's own times
+  int64_t collectives_matched = 0;
+  int64_t collectives_unmatched = 0;
+  int64_t cross_stream_from_sync_events = 0;
+  int64_t cross_stream_from_runtime_pairs = 0;
+  std::vector<std::string> notes;
+};
+
+struct Graph {
+  // ---- nodes (struct of arrays, indexed by NodeId) ----
+  std::vector<NodeKind> kind;
+  std::vector<uint32_t> lane;      // index into lanes; kNoId for kCollective
+  std::vector<uint32_t> rank;      // index into rank_paths
+  std::vector<uint32_t> event;     // index into that rank's trace events; kNoId if none
+  std::vector<StrId> name;         // interned in `strings`
+  std::vector<int64_t> dur_ns;     // base duration (the replay's default)
+  std::vector<int64_t> meas_start_ns;  // measured, on the common (rank-aligned) timeline
+  std::vector<int64_t> meas_end_ns;
+
+  // ---- edges, and in-edges of each point in CSR form ----
+  std::vector<Edge> edges;
+  std::vector<uint32_t> in_offsets;  // size points+1
+  std::vector<uint32_t> in_edges;    // edge ids, grouped by dst point
+  std::vector<uint32_t> out_offsets; // size points+1
+  std::vector<uint32_t> out_edges;   // edge ids, grouped by src point
+  std::vector<PointId> topo;         // all points in a topological order
+
+  std::vector<Lane> lanes;
+  std::vector<std::string> rank_paths;  // input file of each rank
+  std::vector<int> rank_ids;            // rank number of each input
+  std::vector<int64_t> rank_offset_ns;  // clock offset removed from each rank
+  std::vector<int64_t> step_of_rank;    // ProfilerStep used (-1: whole trace)
+  StringTable strings;
+  BuildStats stats;
+
+  size_t num_nodes() const { return kind.size(); }
+  size_t num_points() const { return 2 * kind.size(); }
+  int64_t measured_begin_ns() const;
+  int64_t measured_end_ns() const;
+};
+
+// Builds the graph of the given ranks' traces (already windowed to one step).
+// Fails on a dependency cycle (names the nodes) or on an empty step.
+Result<Graph> build_graph(const std::vector<trace::RankTrace>& ranks, const BuildOptions& options = {});
+
+}  // namespace emo::graph

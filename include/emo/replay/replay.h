@@ -1,0 +1,56 @@
+// Discrete-event what-if replay over the dependency graph. Each thread and
+// stream is a serial resource whose order is the program order recorded in the
+// trace, so replay is one sweep over the points in topological order:
+//   t(p) = max over in-edges e of t(src e) + lat e,   t(end n) also ≥ t(start n) + dur n.
+// Points with no predecessor keep their measured time. No I/O, and nothing is
+// allocated per event once a Replayer exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emo/graph/graph.h"
+
+namespace emo::replay {
+
+struct Timeline {
+  std::vector<int64_t> t_ns;     // time of every point (start 2n, end 2n+1)
+  int64_t begin_ns = 0;          // earliest point
+  int64_t end_ns = 0;            // latest point
+  graph::PointId last_point = 0; // the point that ends the step
+  int64_t makespan_ns() const { return end_ns - begin_ns; }
+  int64_t start(graph::NodeId n) const { return t_ns[graph::start_point(n)]; }
+  int64_t end(graph::NodeId n) const { return t_ns[graph::end_point(n)]; }
+};
+
+struct CriticalPath {
+  std::vector<graph::NodeId> nodes;  // in time order
+  int64_t length_ns = 0;
+  // Time on the path by category: gpu_compute, communication, gpu_memory, cpu,
+  // launch_overhead, sync_wait, idle.
+  struct Part { std::string category; int64_t ns = 0; };
+  std::vector<Part> breakdown;
+};
+
+class Replayer {
+ public:
+  explicit Replayer(const graph::Graph& g);
+  // Replays with the graph's own durations (`dur_ns` empty) or with an overlay
+  // of one duration per node.
+  void run(const std::vector<int64_t>& dur_ns, Timeline& out) const;
+  void run(Timeline& out) const { run({}, out); }
+  // Slack of every node: how much longer it may run before the makespan grows.
+  void slack(const std::vector<int64_t>& dur_ns, const Timeline& tl, std::vector<int64_t>& slack_ns) const;
+  CriticalPath critical_path(const std::vector<int64_t>& dur_ns, const Timeline& tl) const;
+
+  const graph::Graph& graph() const { return g_; }
+
+ private:
+  int64_t dur(const std::vector<int64_t>& dur_ns, graph::NodeId n) const {
+    return dur_ns.empty() ? g_.dur_ns[n] : dur_ns[n];
+  }
+  const graph::Graph& g_;
+};
+
+}  // namespace emo::replay

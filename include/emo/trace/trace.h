@@ -1,0 +1,145 @@
+// Normalized event tables of one rank's Kineto (PyTorch profiler) trace.
+// Both spellings are read into the same tables: modern Kineto (cat `kernel`,
+// `cuda_runtime`, flow `ac2g`, fractional µs, `baseTimeNanoseconds`) and the
+// 2021-era one (cat `Kernel`, `Runtime`, flow cat `async`, tid "stream 7",
+// lower-case `external id`). Times are int64 nanoseconds from the trace origin.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emo/base/result.h"
+#include "emo/base/strings.h"
+
+namespace emo::trace {
+
+inline constexpr int64_t kNone = -1;
+inline constexpr uint32_t kNoIndex = 0xffffffffu;
+
+enum class EventKind : uint8_t {
+  kCpuOp,           // cpu_op, Operator
+  kUserAnnotation,  // user_annotation (ProfilerStep#N, record_function ranges)
+  kPythonFunction,  // python_function
+  kRuntime,         // cuda_runtime, Runtime (CUDA runtime API call on a CPU thread)
+  kDriver,          // cuda_driver (driver API call on a CPU thread, e.g. cuLaunchKernel)
+  kKernel,          // kernel, Kernel
+  kMemcpy,          // gpu_memcpy, Memcpy
+  kMemset,          // gpu_memset, Memset
+  kCudaSync,        // cuda_sync: GPU-side record of a sync (Event Sync, Stream Wait Event, ...)
+  kGpuAnnotation,   // gpu_user_annotation (a span on a GPU lane, not GPU work itself)
+  kOtherCpu,        // any other complete event on a CPU thread
+};
+
+inline bool is_gpu_op(EventKind k) {
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
+}
+inline bool is_cpu_side(EventKind k) {
+  return k == EventKind::kCpuOp || k == EventKind::kUserAnnotation ||
+         k == EventKind::kPythonFunction || k == EventKind::kRuntime ||
+         k == EventKind::kDriver || k == EventKind::kOtherCpu;
+}
+const char* to_string(EventKind k);
+
+// cuda_sync kinds (args.cuda_sync_kind / the event name).
+enum class SyncKind : uint8_t { kNone, kEventSync, kStreamWaitEvent, kStreamSync, kContextSync, kOther };
+
+// A lane is one serial resource: a CPU thread (pid, tid) or a GPU stream (device, stream).
+struct Lane {
+  bool gpu = false;
+  int64_t pid = kNone;     // CPU: process id; GPU: device id as written in pid
+  int64_t tid = kNone;     // CPU: thread id; GPU: tid as written (stream, or stream + 1e6 for syncs)
+  int32_t device = -1;     // GPU only
+  int32_t stream = -1;     // GPU only: args.stream (preferred over tid)
+  StrId name = kEmptyStr;  // thread_name metadata when present
+};
+
+// NCCL metadata copied by the profiler onto the collective kernel (and the
+// record_param_comms CPU op): "Collective name", "Process Group Name"/"Ranks", "Seq", ...
+struct CollectiveArgs {
+  StrId collective = kEmptyStr;   // e.g. "allreduce", "all_to_all"
+  StrId process_group = kEmptyStr;  // "Process Group Name", else "Process Group Ranks", else empty
+  int64_t seq = kNone;            // "Seq" when present
+  int32_t group_size = -1;        // "Group size"
+  int64_t in_nelems = kNone;      // "In msg nelems"
+  int64_t out_nelems = kNone;     // "Out msg nelems"
+  StrId dtype = kEmptyStr;        // "dtype"
+};
+
+// One complete ('X') event.
+struct Event {
+  int64_t ts_ns = 0;   // start, from the trace origin
+  int64_t dur_ns = 0;  // >= 0
+  StrId name = kEmptyStr;
+  EventKind kind = EventKind::kOtherCpu;
+  SyncKind sync = SyncKind::kNone;  // kCudaSync events only
+  uint32_t lane = kNoIndex;         // index into RankTrace::lanes
+  int64_t correlation = kNone;      // args.correlation (runtime call <-> GPU op)
+  int64_t external_id = kNone;      // args "External id" / "external id"
+  int32_t device = -1;              // GPU events: args.device
+  int32_t stream = -1;              // GPU events: args.stream
+  int32_t wait_on_stream = -1;      // cuda_sync: args.wait_on_stream
+  int64_t wait_on_event_record_corr = kNone;  // cuda_sync: args.wait_on_cuda_event_record_corr_id
+  uint32_t collective = kNoIndex;   // index into RankTrace::collectives (NCCL kernels)
+};
+
+// One counted kind of malformed or skipped event, with the first example.
+struct ImportStat {
+  std::string what;     // e.g. "event without ts", "kernel without args.stream"
+  int64_t count = 0;
+  std::string example;  // first offending event (truncated JSON) or its index
+  bool is_error = true; // false: informational (e.g. "flow events skipped")
+};
+
+struct ImportStats {
+  std::vector<ImportStat> rows;
+  int64_t events_total = 0;  // entries of traceEvents seen
+  int64_t events_kept = 0;   // complete events stored in RankTrace::events
+  void add(std::string_view what, std::string_view example, bool is_error = true);
+  int64_t error_count() const;
+};
+
+// ProfilerStep#N span on a CPU thread.
+struct Step {
+  int64_t number = -1;
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;
+};
+
+struct RankTrace {
+  std::string path;          // as given by the user (for messages)
+  int rank = -1;             // distributedInfo.rank; -1 when absent
+  int world_size = -1;       // distributedInfo.world_size; -1 when absent
+  int64_t origin_ns = 0;     // absolute time (ns) of ts_ns == 0: baseTimeNanoseconds + first ts
+  std::string device_name;   // deviceProperties[0].name when present
+  StringTable strings;
+  std::vector<Lane> lanes;
+  std::vector<Event> events;  // sorted by (ts_ns asc, dur_ns desc, lane): parents before children
+  std::vector<CollectiveArgs> collectives;
+  std::vector<Step> steps;    // sorted by ts
+  ImportStats stats;
+
+  std::string_view name_of(const Event& e) const { return strings.view(e.name); }
+};
+
+struct ReadOptions {
+  // Keep python_function events (they are CPU-side nesting only; off saves memory).
+  bool keep_python_functions = true;
+};
+
+// Reads a .json or .json.gz file. Fatal only when the file is unreadable, not
+// JSON, or has no traceEvents array; bad events are counted in `stats`.
+Result<RankTrace> read_trace(const std::string& path, const ReadOptions& options = {});
+// Same, from a buffer already in memory (tests and the fuzzer). `name` is used in messages.
+Result<RankTrace> parse_trace(std::string_view json, const std::string& name,
+                              const ReadOptions& options = {});
+
+// Restricts `t` to one ProfilerStep: CPU events that overlap the step span, GPU
+// ops launched (by correlation) from inside it, and sync records inside it.
+// `step` = the ProfilerStep number; nullopt = the last complete step. Traces
+// with no ProfilerStep are left whole. Returns the step number used (-1: whole trace).
+Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step);
+
+}  // namespace emo::trace

@@ -1,0 +1,32 @@
+// Helpers shared by the unit tests: where the real data is, temp dirs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace emo::test {
+
+// Absolute path of a file under ../shared, or "" when ../shared is absent.
+inline std::string shared_path(const std::string& rel) {
+  std::filesystem::path p = std::filesystem::path(EMO_SHARED_DIR) / rel;
+  return std::filesystem::exists(p) ? p.string() : std::string();
+}
+
+// Inside a TEST: skip with a clear message when the shared file is missing.
+#define EMO_REQUIRE_SHARED(var, rel)                                                   \
+  std::string var = ::emo::test::shared_path(rel);                                     \
+  if (var.empty()) GTEST_SKIP() << "../shared/" << (rel)                               \
+                                << " is absent (real data lives beside the checkout)"
+
+// A fresh empty directory under the system temp dir, removed by the caller if wanted.
+inline std::string temp_dir(const std::string& tag) {
+  auto base = std::filesystem::temp_directory_path() /
+              ("emo_test_" + tag + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  return base.string();
+}
+
+}  // namespace emo::test

@@ -1,0 +1,27 @@
+// Shared pieces of the emo subcommands: error printing and exit codes.
+// Exit status: 0 ok, 1 bad input (an `error:` line, maybe a `note:`), 2 usage.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "emo/base/result.h"
+
+namespace emo::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints `error: WHERE: WHAT` and `note: NOTE` to stderr; returns kExitBadInput.
+int fail(const Error& e);
+void warn(const std::string& message);
+
+// A subcommand: registered on the root app, run after parsing if selected.
+using Action = std::function<int()>;
+void add_analyze(CLI::App& root, Action& action);
+void add_whatif(CLI::App& root, Action& action);
+void add_synth(CLI::App& root, Action& action);
+
+}  // namespace emo::cli

@@ -1,0 +1,8 @@
+// placeholder: being written
+#include "cli_common.h"
+namespace emo::cli {
+void add_synth(CLI::App& root, Action& action) {
+  auto* sub = root.add_subcommand("synth", "(being written)");
+  sub->callback([&action] { action = [] { return kExitUsage; }; });
+}
+}  // namespace emo::cli
