@@ -1,1 +1,297 @@
-// placeholder: being written
+// Load → graph → replay → summaries for `emo analyze`, with its JSON and text views.
+#include "emo/analysis/analysis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace emo::analysis {
+
+using graph::NodeId;
+using graph::NodeKind;
+
+Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options) {
+  if (paths.empty()) return make_error("", "no trace file given");
+  std::vector<trace::RankTrace> ranks;
+  ranks.reserve(paths.size());
+  for (const std::string& p : paths) {
+    auto t = trace::read_trace(p);
+    if (!t.ok()) return t.error();
+    ranks.push_back(std::move(t).value());
+  }
+  return assemble(std::move(ranks), options);
+}
+
+Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options) {
+  if (ranks.empty()) return make_error("", "no trace given");
+  Workload w;
+  w.ranks = std::move(ranks);
+  // Order by rank: distributedInfo.rank where every file has one, else file order.
+  bool all_ranked = std::all_of(w.ranks.begin(), w.ranks.end(), [](const auto& t) { return t.rank >= 0; });
+  if (all_ranked && w.ranks.size() > 1) {
+    std::stable_sort(w.ranks.begin(), w.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    for (size_t i = 1; i < w.ranks.size(); ++i) {
+      if (w.ranks[i].rank == w.ranks[i - 1].rank) {
+        return make_error(w.ranks[i].path,
+                          fmt::format("rank {} is also the rank of {}", w.ranks[i].rank, w.ranks[i - 1].path),
+                          "give one trace file per rank of the same run");
+      }
+    }
+  }
+  if (!all_ranked) {
+    for (size_t i = 0; i < w.ranks.size(); ++i) w.ranks[i].rank = static_cast<int>(i);
+  }
+  for (auto& t : w.ranks) {
+    auto s = trace::select_step(t, options.step);
+    if (!s.ok()) return s.error();
+    w.steps.push_back(s.value());
+    w.events += static_cast<int64_t>(t.events.size());
+  }
+  auto g = graph::build_graph(w.ranks, options.build);
+  if (!g.ok()) return g.error();
+  w.graph = std::move(g).value();
+  w.graph.step_of_rank = w.steps;
+  return w;
+}
+
+Analysis analyze(const Workload& w) {
+  const graph::Graph& g = w.graph;
+  Analysis a;
+  replay::Replayer rp(g);
+  replay::Timeline tl;
+  rp.run(tl);
+  a.measured_span_ns = g.measured_end_ns() - g.measured_begin_ns();
+  a.replayed_span_ns = tl.makespan_ns();
+  a.replay_error_pct = a.measured_span_ns > 0
+                           ? 100.0 * static_cast<double>(a.replayed_span_ns - a.measured_span_ns) /
+                                 static_cast<double>(a.measured_span_ns)
+                           : 0.0;
+  rp.slack({}, tl, a.slack_ns);
+  a.critical_path = rp.critical_path({}, tl);
+
+  // Busy time per GPU: union of op intervals, ops sorted by start.
+  std::map<std::pair<uint32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> per_gpu;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    const auto& lane = g.lanes[g.lane[n]];
+    per_gpu[{lane.rank, lane.device}].emplace_back(tl.start(n), tl.end(n));
+  }
+  for (auto& [key, iv] : per_gpu) {
+    std::sort(iv.begin(), iv.end());
+    GpuUsage u;
+    u.rank = key.first;
+    u.device = key.second;
+    u.ops = static_cast<int64_t>(iv.size());
+    int64_t cur_s = iv[0].first, cur_e = iv[0].second;
+    for (const auto& [s, e] : iv) {
+      if (s > cur_e) {
+        u.busy_ns += cur_e - cur_s;
+        cur_s = s;
+      }
+      cur_e = std::max(cur_e, e);
+    }
+    u.busy_ns += cur_e - cur_s;
+    u.idle_ns = std::max<int64_t>(0, tl.makespan_ns() - u.busy_ns);
+    a.gpus.push_back(u);
+  }
+  return a;
+}
+
+std::string node_category(const Workload& w, NodeId n) {
+  const graph::Graph& g = w.graph;
+  switch (g.kind[n]) {
+    case NodeKind::kKernel: return "kernel";
+    case NodeKind::kCommKernel:
+    case NodeKind::kCollective: return "nccl";
+    case NodeKind::kMemcpy: return "gpu_memcpy";
+    case NodeKind::kMemset: return "gpu_memset";
+    case NodeKind::kCpuGap: return "cpu_gap";
+    default: break;
+  }
+  const auto& t = w.ranks[g.rank[n]];
+  switch (t.events[g.event[n]].kind) {
+    case trace::EventKind::kUserAnnotation: return "user_annotation";
+    case trace::EventKind::kPythonFunction: return "python_function";
+    case trace::EventKind::kRuntime: return "cuda_runtime";
+    case trace::EventKind::kDriver: return "cuda_driver";
+    case trace::EventKind::kOtherCpu: return "cpu_other";
+    default: return "cpu_op";
+  }
+}
+
+namespace {
+
+double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+}  // namespace
+
+nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
+  const graph::Graph& g = w.graph;
+  using nlohmann::json;
+  json j;
+  j["events"] = w.events;
+  j["nodes"] = g.num_nodes();
+  j["edges"] = g.edges.size();
+  json ranks = json::array();
+  for (size_t r = 0; r < w.ranks.size(); ++r) {
+    ranks.push_back({{"rank", g.rank_ids[r]},
+                     {"file", w.ranks[r].path},
+                     {"device", w.ranks[r].device_name},
+                     {"step", w.steps[r]},
+                     {"events", w.ranks[r].events.size()},
+                     {"clock_offset_us", round3(us(g.rank_offset_ns[r]))}});
+  }
+  j["ranks"] = ranks;
+  j["measured_span_us"] = round3(us(a.measured_span_ns));
+  j["replayed_span_us"] = round3(us(a.replayed_span_ns));
+  j["replay_error_pct"] = std::round(a.replay_error_pct * 1e4) / 1e4;
+  json breakdown = json::object();
+  for (const auto& part : a.critical_path.breakdown) breakdown[part.category] = round3(us(part.ns));
+  json path = json::array();
+  for (NodeId n : a.critical_path.nodes) {
+    if (!graph::is_gpu(g.kind[n]) && g.kind[n] != NodeKind::kCollective) continue;
+    path.push_back({{"name", std::string(g.strings.view(g.name[n]))},
+                    {"kind", graph::to_string(g.kind[n])},
+                    {"rank", g.rank_ids[g.rank[n]]},
+                    {"start_us", round3(us(g.meas_start_ns[n] - g.measured_begin_ns()))},
+                    {"dur_us", round3(us(g.dur_ns[n]))}});
+  }
+  j["critical_path"] = {{"length_us", round3(us(a.critical_path.length_ns))},
+                        {"breakdown", breakdown},
+                        {"nodes", a.critical_path.nodes.size()},
+                        {"gpu_ops", path}};
+  json gpus = json::array();
+  for (const auto& u : a.gpus) {
+    gpus.push_back({{"rank", g.rank_ids[u.rank]},
+                    {"device", u.device},
+                    {"ops", u.ops},
+                    {"busy_us", round3(us(u.busy_ns))},
+                    {"idle_us", round3(us(u.idle_ns))}});
+  }
+  j["gpus"] = gpus;
+  // Slack of GPU ops: how many are critical, and a histogram.
+  int64_t ops = 0, critical = 0;
+  std::vector<int64_t> buckets(6, 0);  // 0, <10µs, <100µs, <1ms, <10ms, more
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    ++ops;
+    int64_t s = a.slack_ns[n];
+    if (s == 0) ++critical;
+    size_t b = s == 0 ? 0 : s < 10'000 ? 1 : s < 100'000 ? 2 : s < 1'000'000 ? 3 : s < 10'000'000 ? 4 : 5;
+    ++buckets[b];
+  }
+  j["slack"] = {{"gpu_ops", ops},
+                {"gpu_ops_on_critical_path", critical},
+                {"histogram", {{"0", buckets[0]}, {"<10us", buckets[1]}, {"<100us", buckets[2]},
+                               {"<1ms", buckets[3]}, {"<10ms", buckets[4]}, {">=10ms", buckets[5]}}}};
+  json stats = json::array();
+  for (size_t r = 0; r < w.ranks.size(); ++r) {
+    for (const auto& row : w.ranks[r].stats.rows) {
+      stats.push_back({{"rank", g.rank_ids[r]}, {"what", row.what}, {"count", row.count},
+                       {"example", row.example}, {"error", row.is_error}});
+    }
+  }
+  const auto& bs = g.stats;
+  j["import_stats"] = {{"events", stats},
+                       {"gpu_ops_without_launch", bs.gpu_ops_without_launch},
+                       {"edges_dropped_inconsistent", bs.edges_dropped_inconsistent},
+                       {"collectives_matched", bs.collectives_matched},
+                       {"collective_kernels_unmatched", bs.collectives_unmatched},
+                       {"cross_stream_edges_from_sync_events", bs.cross_stream_from_sync_events},
+                       {"cross_stream_edges_from_runtime_pairs", bs.cross_stream_from_runtime_pairs},
+                       {"cross_stream_edges_inferred", bs.cross_stream_inferred},
+                       {"notes", bs.notes}};
+  if (per_kernel) {
+    json ks = json::array();
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (!graph::is_gpu(g.kind[n])) continue;
+      ks.push_back({{"name", std::string(g.strings.view(g.name[n]))},
+                    {"rank", g.rank_ids[g.rank[n]]},
+                    {"stream", g.lanes[g.lane[n]].stream},
+                    {"start_us", round3(us(g.meas_start_ns[n] - g.measured_begin_ns()))},
+                    {"dur_us", round3(us(g.meas_end_ns[n] - g.meas_start_ns[n]))},
+                    {"slack_us", round3(us(a.slack_ns[n]))}});
+    }
+    j["kernels"] = ks;
+  }
+  return j;
+}
+
+std::string to_text(const Workload& w, const Analysis& a) {
+  const graph::Graph& g = w.graph;
+  std::string s;
+  s += fmt::format("{} rank(s), {} events, {} nodes, {} edges\n", w.ranks.size(), w.events, g.num_nodes(),
+                   g.edges.size());
+  s += fmt::format("step span: measured {:.3f} ms, replayed {:.3f} ms (error {:+.3f} %)\n",
+                   us(a.measured_span_ns) / 1000, us(a.replayed_span_ns) / 1000, a.replay_error_pct);
+  s += "critical path:";
+  for (const auto& part : a.critical_path.breakdown) {
+    if (part.ns > 0) {
+      s += fmt::format(" {} {:.1f}%", part.category,
+                       100.0 * static_cast<double>(part.ns) / static_cast<double>(std::max<int64_t>(1, a.critical_path.length_ns)));
+    }
+  }
+  s += "\n";
+  for (const auto& u : a.gpus) {
+    s += fmt::format("rank {} gpu {}: {} ops, busy {:.3f} ms, idle {:.3f} ms\n", g.rank_ids[u.rank], u.device,
+                     u.ops, us(u.busy_ns) / 1000, us(u.idle_ns) / 1000);
+  }
+  int64_t ops = 0, critical = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    ++ops;
+    critical += a.slack_ns[n] == 0;
+  }
+  s += fmt::format("GPU ops on the critical path: {} of {}\n", critical, ops);
+  int64_t bad = 0;
+  for (const auto& t : w.ranks) bad += t.stats.error_count();
+  if (bad > 0) s += fmt::format("warning: {} malformed events skipped (see import_stats in --json)\n", bad);
+  if (g.stats.gpu_ops_without_launch > 0) {
+    s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
+  }
+  return s;
+}
+
+namespace {
+std::string csv_quote(std::string_view text) {
+  std::string q = "\"";
+  for (char c : text) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+}  // namespace
+
+std::string critical_path_csv(const Workload& w, const Analysis& a) {
+  const graph::Graph& g = w.graph;
+  std::string s = "segment,kind,rank,name,start_us,dur_us\n";
+  const int64_t begin = g.measured_begin_ns();
+  for (const auto& seg : a.critical_path.segments) {
+    const NodeId n = seg.is_edge ? seg.from : seg.node;
+    std::string name(g.strings.view(g.name[n]));
+    if (seg.is_edge) name += " -> " + std::string(g.strings.view(g.name[seg.node]));
+    s += fmt::format("{},{},{},{},{:.3f},{:.3f}\n", seg.is_edge ? "edge" : "node",
+                     seg.is_edge ? graph::to_string(seg.edge) : graph::to_string(g.kind[n]), g.rank_ids[g.rank[n]],
+                     csv_quote(name), us(seg.start_ns - begin), us(seg.ns));
+  }
+  return s;
+}
+
+std::string kernels_csv(const Workload& w, const Analysis& a) {
+  const graph::Graph& g = w.graph;
+  std::string s = "rank,stream,name,start_us,dur_us,slack_us,critical\n";
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{}\n", g.rank_ids[g.rank[n]], g.lanes[g.lane[n]].stream,
+                     csv_quote(g.strings.view(g.name[n])), us(g.meas_start_ns[n] - g.measured_begin_ns()),
+                     us(g.meas_end_ns[n] - g.meas_start_ns[n]), us(a.slack_ns[n]), a.slack_ns[n] == 0 ? 1 : 0);
+  }
+  return s;
+}
+
+}  // namespace emo::analysis

@@ -1,1 +1,707 @@
-// placeholder: being written
+// Builds the dependency graph of a step from the ranks' event tables.
+//
+// CPU threads become chains of segments: the thread's time is cut at every
+// event boundary and each piece belongs to the innermost event covering it
+// (a cpu_op's self time, a runtime call, or a gap no event explains). GPU ops
+// are nodes on their stream's chain. Then the edges of DESIGN.md §2 are added,
+// and each edge gets the latency that reproduces the measured trace: the edge
+// that bound a point in the trace keeps its measured gap; the others get the
+// latency their kind inherently has (the median of the binding gaps of that
+// kind), never more than their own measured gap. Example: a kernel whose
+// launch started at 100 µs, queued behind a kernel ending at 180 µs, starting
+// at 181 µs: the stream edge binds (lat 1 µs); the launch edge gets the
+// rank's typical empty-queue launch latency (say 6 µs), not the 81 µs queue.
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "emo/graph/graph.h"
+
+namespace emo::graph {
+namespace {
+
+using trace::Event;
+using trace::EventKind;
+using trace::RankTrace;
+using trace::SyncKind;
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+// A dependency contradicted by more than this is dropped (clock noise between
+// the CPU and GPU timestamps of one trace is ~1 µs).
+constexpr int64_t kContradictionToleranceNs = 2000;
+constexpr int32_t kInferStream = -2;  // "find the recording stream from the timeline"
+
+struct RankIndex {
+  // correlation -> runtime/driver node of this rank
+  std::unordered_map<int64_t, NodeId> runtime_by_corr;
+  // (correlation, GPU op) sorted by correlation: a cudaGraphLaunch covers many ops.
+  std::vector<std::pair<int64_t, NodeId>> gpu_by_corr;
+  // GPU ops launched by `corr`, as a [first, last) range of gpu_by_corr.
+  std::pair<const std::pair<int64_t, NodeId>*, const std::pair<int64_t, NodeId>*> gpu_ops_of(int64_t corr) const {
+    auto lo = std::lower_bound(gpu_by_corr.begin(), gpu_by_corr.end(), std::make_pair(corr, NodeId{0}));
+    auto hi = lo;
+    while (hi != gpu_by_corr.end() && hi->first == corr) ++hi;
+    return {gpu_by_corr.data() + (lo - gpu_by_corr.begin()), gpu_by_corr.data() + (hi - gpu_by_corr.begin())};
+  }
+  // device -> stream -> GPU op nodes in stream order, with their launch correlation
+  struct StreamOps {
+    std::vector<NodeId> nodes;
+    std::vector<int64_t> corr;  // launch correlation, kNone when unknown
+    // Running maximum of corr: non-decreasing, so "launched before/after a
+    // correlation" is a binary search (correlations grow in launch order).
+    std::vector<int64_t> key;
+  };
+  std::vector<NodeId> runtime_nodes;  // in node order, for deterministic edge order
+  std::map<std::pair<int32_t, int32_t>, StreamOps> streams;
+  std::vector<uint32_t> sync_events;  // indices of cuda_sync events
+};
+
+class Builder {
+ public:
+  Builder(const std::vector<RankTrace>& ranks, const BuildOptions& options)
+      : ranks_(ranks), options_(options) {}
+
+  Result<Graph> build() {
+    if (ranks_.empty()) return make_error("", "no trace given");
+    idx_.resize(ranks_.size());
+    rank_base_.resize(ranks_.size(), 0);
+    compute_rank_bases();
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      g_.rank_paths.push_back(ranks_[r].path);
+      g_.rank_ids.push_back(ranks_[r].rank >= 0 ? ranks_[r].rank : static_cast<int>(r));
+      name_map_.emplace_back(ranks_[r].strings.size(), kNoId);
+      add_cpu_nodes(r);
+      add_gpu_nodes(r);
+    }
+    if (g_.num_nodes() == 0) {
+      return make_error(ranks_[0].path, "the step has no CPU or GPU events to analyze",
+                        "check --step, or that the trace was recorded with CUDA activities on");
+    }
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      add_launch_edges(r);
+      add_cross_stream_edges(r);
+      add_sync_edges(r);
+    }
+    if (options_.split_collectives) add_collectives();
+    align_ranks_without_collectives();
+    assign_latencies();
+    EMO_RETURN_IF_ERROR(finish_csr_and_topo());
+    return std::move(g_);
+  }
+
+ private:
+  // ---------- nodes ----------
+  StrId intern(uint32_t r, StrId local) {
+    auto& m = name_map_[r];
+    if (local >= m.size()) m.resize(local + 1, kNoId);
+    if (m[local] == kNoId) m[local] = g_.strings.intern(ranks_[r].strings.view(local));
+    return m[local];
+  }
+
+  NodeId add_node(NodeKind kind, uint32_t lane, uint32_t rank, uint32_t event, StrId name,
+                  int64_t start, int64_t end) {
+    auto id = static_cast<NodeId>(g_.kind.size());
+    g_.kind.push_back(kind);
+    g_.lane.push_back(lane);
+    g_.rank.push_back(rank);
+    g_.event.push_back(event);
+    g_.name.push_back(name);
+    g_.dur_ns.push_back(end - start);
+    g_.meas_start_ns.push_back(start);
+    g_.meas_end_ns.push_back(end);
+    return id;
+  }
+
+  void add_edge(NodeId src, bool src_end, NodeId dst, bool dst_end, EdgeKind kind) {
+    g_.edges.push_back(Edge{src_end ? end_point(src) : start_point(src),
+                            dst_end ? end_point(dst) : start_point(dst), 0, kind});
+  }
+
+  // Absolute-time base of each rank so that all ranks share one timeline.
+  void compute_rank_bases() {
+    int64_t min_origin = std::numeric_limits<int64_t>::max();
+    for (const auto& t : ranks_) min_origin = std::min(min_origin, t.origin_ns);
+    for (size_t r = 0; r < ranks_.size(); ++r) rank_base_[r] = ranks_[r].origin_ns - min_origin;
+    g_.rank_offset_ns.assign(ranks_.size(), 0);
+    for (const auto& t : ranks_) g_.step_of_rank.push_back(t.steps.size() == 1 ? t.steps[0].number : -1);
+  }
+
+  uint32_t graph_lane(uint32_t r, uint32_t trace_lane) {
+    uint64_t key = (static_cast<uint64_t>(r) << 32) | trace_lane;
+    auto it = lane_map_.find(key);
+    if (it != lane_map_.end()) return it->second;
+    const trace::Lane& tl = ranks_[r].lanes[trace_lane];
+    Lane l;
+    l.rank = r;
+    l.gpu = tl.gpu;
+    l.pid = tl.pid;
+    l.tid = tl.tid;
+    l.device = tl.device;
+    l.stream = tl.stream;
+    auto id = static_cast<uint32_t>(g_.lanes.size());
+    g_.lanes.push_back(l);
+    lane_map_.emplace(key, id);
+    return id;
+  }
+
+  // Cuts each CPU thread into segments owned by the innermost covering event.
+  void add_cpu_nodes(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    const int64_t base = rank_base_[r];
+    // Events of each CPU lane, in trace order (ts asc, dur desc: parents first).
+    std::vector<std::vector<uint32_t>> by_lane(t.lanes.size());
+    for (uint32_t i = 0; i < t.events.size(); ++i) {
+      const Event& e = t.events[i];
+      if (trace::is_cpu_side(e.kind) && e.lane < t.lanes.size()) by_lane[e.lane].push_back(i);
+      if (e.kind == EventKind::kCudaSync) idx_[r].sync_events.push_back(i);
+    }
+    struct Open {
+      uint32_t ev;
+      int64_t end;
+    };
+    std::vector<Open> stack;
+    for (uint32_t ln = 0; ln < by_lane.size(); ++ln) {
+      if (by_lane[ln].empty()) continue;
+      const uint32_t lane = graph_lane(r, ln);
+      NodeId prev = kNoId;
+      int64_t cursor = kMin;  // time up to which the thread is covered by nodes
+      stack.clear();
+      auto emit = [&](NodeKind kind, uint32_t ev, StrId name, int64_t s, int64_t e) {
+        if (e <= s && kind != NodeKind::kRuntime && kind != NodeKind::kSyncCall) return kNoId;
+        NodeId n = add_node(kind, lane, r, ev, name, s + base, e + base);
+        if (prev != kNoId) add_edge(prev, true, n, false, EdgeKind::kThread);
+        prev = n;
+        cursor = e;
+        return n;
+      };
+      // Emits the self time of the open events up to `until`.
+      auto advance = [&](int64_t until) {
+        while (cursor < until) {
+          while (!stack.empty() && stack.back().end <= cursor) stack.pop_back();
+          if (stack.empty()) {
+            emit(NodeKind::kCpuGap, kNoId, kEmptyStr, cursor, until);
+            break;
+          }
+          int64_t stop = std::min(until, stack.back().end);
+          const Event& owner = t.events[stack.back().ev];
+          emit(NodeKind::kCpuOp, stack.back().ev, intern(r, owner.name), cursor, stop);
+        }
+      };
+      for (uint32_t ev : by_lane[ln]) {
+        const Event& e = t.events[ev];
+        int64_t s = e.ts_ns, end = e.ts_ns + e.dur_ns;
+        if (cursor == kMin) cursor = s;
+        if (end <= cursor && !(e.dur_ns == 0 && s == cursor)) {
+          if (s < cursor) ++improper_nesting_;  // inside a runtime call, or overlapping a sibling
+          continue;
+        }
+        s = std::max(s, cursor);
+        advance(s);
+        while (!stack.empty() && stack.back().end <= s) stack.pop_back();
+        if (!stack.empty() && end > stack.back().end) {
+          ++improper_nesting_;  // child outlives its parent: clip it
+          end = stack.back().end;
+        }
+        if (e.kind == EventKind::kRuntime || e.kind == EventKind::kDriver) {
+          // Runtime calls are leaves: anything recorded inside them is folded in.
+          NodeId n = emit(NodeKind::kRuntime, ev, intern(r, e.name), s, end);
+          if (e.correlation != trace::kNone) idx_[r].runtime_by_corr[e.correlation] = n;
+          idx_[r].runtime_nodes.push_back(n);
+          continue;
+        }
+        stack.push_back(Open{ev, end});
+      }
+      // Flush: the outermost open event ends last (children were clipped to it).
+      if (!stack.empty()) advance(stack.front().end);
+    }
+  }
+
+  void add_gpu_nodes(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    const int64_t base = rank_base_[r];
+    for (uint32_t i = 0; i < t.events.size(); ++i) {
+      const Event& e = t.events[i];
+      if (!trace::is_gpu_op(e.kind) || e.lane >= t.lanes.size()) continue;
+      NodeKind kind = e.kind == EventKind::kMemcpy   ? NodeKind::kMemcpy
+                      : e.kind == EventKind::kMemset ? NodeKind::kMemset
+                      : e.collective != trace::kNoIndex ? NodeKind::kCommKernel
+                                                        : NodeKind::kKernel;
+      const uint32_t lane = graph_lane(r, e.lane);
+      NodeId n = add_node(kind, lane, r, i, intern(r, e.name), e.ts_ns + base, e.ts_ns + e.dur_ns + base);
+      auto& so = idx_[r].streams[{g_.lanes[lane].device, g_.lanes[lane].stream}];
+      if (!so.nodes.empty()) add_edge(so.nodes.back(), true, n, false, EdgeKind::kStream);
+      so.nodes.push_back(n);
+      so.corr.push_back(e.correlation);
+      so.key.push_back(std::max(e.correlation, so.key.empty() ? trace::kNone : so.key.back()));
+      if (e.correlation != trace::kNone) idx_[r].gpu_by_corr.emplace_back(e.correlation, n);
+    }
+    std::sort(idx_[r].gpu_by_corr.begin(), idx_[r].gpu_by_corr.end());
+  }
+
+  // ---------- edges ----------
+  void add_launch_edges(uint32_t r) {
+    for (const auto& [key, so] : idx_[r].streams) {
+      for (size_t i = 0; i < so.nodes.size(); ++i) {
+        auto it = so.corr[i] == trace::kNone ? idx_[r].runtime_by_corr.end()
+                                             : idx_[r].runtime_by_corr.find(so.corr[i]);
+        if (it == idx_[r].runtime_by_corr.end()) {
+          ++g_.stats.gpu_ops_without_launch;
+          continue;
+        }
+        add_edge(it->second, false, so.nodes[i], false, EdgeKind::kLaunch);
+      }
+    }
+  }
+
+  // Last op on (device, stream) launched before correlation `corr` (kNoId if none).
+  NodeId last_before(uint32_t r, int32_t device, int32_t stream, int64_t corr) const {
+    auto it = idx_[r].streams.find({device, stream});
+    if (it == idx_[r].streams.end()) return kNoId;
+    const auto& so = it->second;
+    auto i = static_cast<size_t>(std::lower_bound(so.key.begin(), so.key.end(), corr) - so.key.begin());
+    while (i-- > 0) {
+      if (so.corr[i] != trace::kNone && so.corr[i] < corr) return so.nodes[i];
+    }
+    return kNoId;
+  }
+  // First op on (device, stream) launched after correlation `corr`.
+  NodeId first_after(uint32_t r, int32_t device, int32_t stream, int64_t corr) const {
+    auto it = idx_[r].streams.find({device, stream});
+    if (it == idx_[r].streams.end()) return kNoId;
+    const auto& so = it->second;
+    auto i = static_cast<size_t>(std::upper_bound(so.key.begin(), so.key.end(), corr) - so.key.begin());
+    for (; i < so.nodes.size(); ++i) {
+      if (so.corr[i] != trace::kNone && so.corr[i] > corr) return so.nodes[i];
+    }
+    return kNoId;
+  }
+
+  int32_t device_of_rank(uint32_t r) const {
+    return idx_[r].streams.empty() ? 0 : idx_[r].streams.begin()->first.first;
+  }
+
+  void add_cross_stream_edges(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    // 1) From cuda_sync "Stream Wait Event" records that name the recording stream.
+    std::unordered_map<int64_t, bool> waits_done;  // cudaStreamWaitEvent correlation handled
+    for (uint32_t i : idx_[r].sync_events) {
+      const Event& e = t.events[i];
+      if (e.sync != SyncKind::kStreamWaitEvent) continue;
+      if (e.wait_on_stream < 0 || e.wait_on_event_record_corr == trace::kNone || e.stream < 0) continue;
+      int32_t dev = e.device >= 0 ? e.device : device_of_rank(r);
+      NodeId src = last_before(r, dev, e.wait_on_stream, e.wait_on_event_record_corr);
+      NodeId dst = first_after(r, dev, e.stream, e.correlation);
+      waits_done[e.correlation] = true;
+      if (src == kNoId || dst == kNoId || e.wait_on_stream == e.stream) continue;
+      add_edge(src, true, dst, false, EdgeKind::kCrossStream);
+      ++g_.stats.cross_stream_from_sync_events;
+    }
+    // 2) Otherwise pair cudaEventRecord / cudaStreamWaitEvent on each thread: the
+    // record's stream is that of the last op the thread launched before it; the
+    // waiting stream is that of the next op the thread launches after the wait.
+    struct ThreadState {
+      int64_t last_launch_corr = trace::kNone;
+      int32_t last_stream = -1;
+      int64_t record_corr = trace::kNone;
+      int32_t record_stream = -1;
+      int64_t pending_wait_corr = trace::kNone;
+      int64_t pending_src_corr = trace::kNone;
+      int32_t pending_src_stream = -1;
+    };
+    std::unordered_map<uint32_t, ThreadState> threads;
+    int32_t dev = device_of_rank(r);
+    for (const Event& e : t.events) {
+      if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
+      if (e.correlation == trace::kNone) continue;
+      ThreadState& st = threads[e.lane];
+      std::string_view name = t.strings.view(e.name);
+      auto [gb, ge] = idx_[r].gpu_ops_of(e.correlation);
+      if (gb != ge) {
+        NodeId op = gb->second;
+        int32_t stream = g_.lanes[g_.lane[op]].stream;
+        if (st.pending_wait_corr != trace::kNone) {
+          if (st.pending_src_stream == kInferStream) {
+            NodeId src = infer_wait_source(r, dev, stream, st.pending_wait_corr, op, e.ts_ns + rank_base_[r]);
+            if (src != kNoId) {
+              add_edge(src, true, op, false, EdgeKind::kCrossStream);
+              ++g_.stats.cross_stream_inferred;
+            }
+          } else if (stream != st.pending_src_stream && st.pending_src_stream >= 0) {
+            NodeId src = last_before(r, dev, st.pending_src_stream, st.pending_src_corr);
+            if (src != kNoId) {
+              add_edge(src, true, op, false, EdgeKind::kCrossStream);
+              ++g_.stats.cross_stream_from_runtime_pairs;
+            }
+          }
+          st.pending_wait_corr = trace::kNone;
+        }
+        st.last_launch_corr = e.correlation;
+        st.last_stream = stream;
+      } else if (name.find("EventRecord") != std::string_view::npos) {
+        st.record_corr = e.correlation;
+        st.record_stream = st.last_stream;
+      } else if (name.find("StreamWaitEvent") != std::string_view::npos) {
+        if (waits_done.count(e.correlation)) continue;
+        st.pending_wait_corr = e.correlation;
+        st.pending_src_corr = st.record_corr;
+        // Some profilers drop cudaEventRecord calls; then the source is inferred.
+        st.pending_src_stream = st.record_corr == trace::kNone ? kInferStream : st.record_stream;
+      }
+    }
+  }
+
+  // A stream wait whose event record is not in the trace: the waited-on op is
+  // taken to be the op on another stream of the device, launched before the
+  // wait, that was still running when the waiting op was launched and ended
+  // last before the waiting op started — the only one that could have held it.
+  NodeId infer_wait_source(uint32_t r, int32_t dev, int32_t dst_stream, int64_t wait_corr, NodeId dst,
+                           int64_t dst_launch_ns) const {
+    NodeId best = kNoId;
+    for (const auto& [key, so] : idx_[r].streams) {
+      if (key.first != dev || key.second == dst_stream) continue;
+      NodeId n = last_before(r, key.first, key.second, wait_corr);
+      if (n == kNoId || g_.meas_end_ns[n] < dst_launch_ns) continue;
+      if (g_.meas_end_ns[n] > g_.meas_start_ns[dst] + kContradictionToleranceNs) continue;
+      if (best == kNoId || g_.meas_end_ns[n] > g_.meas_end_ns[best]) best = n;
+    }
+    return best;
+  }
+
+  // GPU -> CPU: blocking calls end only after the GPU work they wait on.
+  void add_sync_edges(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    std::unordered_map<int64_t, uint32_t> sync_by_corr;
+    for (uint32_t i : idx_[r].sync_events) {
+      const Event& e = t.events[i];
+      if (e.correlation != trace::kNone) sync_by_corr[e.correlation] = i;
+    }
+    std::vector<NodeId> srcs;
+    for (NodeId rt : idx_[r].runtime_nodes) {
+      const Event& call = t.events[g_.event[rt]];
+      const int64_t corr = call.correlation;
+      if (corr == trace::kNone) continue;
+      std::string_view name = t.strings.view(call.name);
+      srcs.clear();
+      const int32_t dev = device_of_rank(r);
+      auto all_streams = [&](bool only_latest) {
+        NodeId best = kNoId;
+        for (const auto& [key, so] : idx_[r].streams) {
+          if (key.first != dev) continue;
+          NodeId n = last_before(r, key.first, key.second, corr);
+          if (n == kNoId) continue;
+          if (!only_latest) {
+            srcs.push_back(n);
+          } else if (g_.meas_end_ns[n] <= g_.meas_end_ns[rt] &&
+                     (best == kNoId || g_.meas_end_ns[n] > g_.meas_end_ns[best])) {
+            best = n;
+          }
+        }
+        if (only_latest && best != kNoId) srcs.push_back(best);
+      };
+      auto sit = sync_by_corr.find(corr);
+      if (sit != sync_by_corr.end()) {
+        const Event& s = t.events[sit->second];
+        int32_t sdev = s.device >= 0 ? s.device : dev;
+        switch (s.sync) {
+          case SyncKind::kContextSync: all_streams(false); break;
+          case SyncKind::kStreamSync: {
+            NodeId n = last_before(r, sdev, s.stream, corr);
+            if (n != kNoId) srcs.push_back(n);
+            break;
+          }
+          case SyncKind::kEventSync:
+            if (s.wait_on_stream >= 0 && s.wait_on_event_record_corr != trace::kNone) {
+              NodeId n = last_before(r, sdev, s.wait_on_stream, s.wait_on_event_record_corr);
+              if (n != kNoId) srcs.push_back(n);
+            }
+            break;
+          default: break;
+        }
+      } else if (name == "cudaDeviceSynchronize" || name == "cuCtxSynchronize") {
+        all_streams(false);
+      } else if (name.find("StreamSynchronize") != std::string_view::npos ||
+                 name.find("EventSynchronize") != std::string_view::npos) {
+        all_streams(true);
+      }
+      if (name.find("Memcpy") != std::string_view::npos) {
+        // A copy call that returned after its copy finished waited for it.
+        auto [gb, ge] = idx_[r].gpu_ops_of(corr);
+        {
+          for (auto* it = gb; it != ge; ++it) {
+            NodeId n = it->second;
+            if (g_.meas_end_ns[n] <= g_.meas_end_ns[rt] && g_.meas_start_ns[n] >= g_.meas_start_ns[rt]) {
+              srcs.push_back(n);
+            }
+          }
+        }
+      }
+      bool any = false;
+      int64_t latest_src_end = kMin;
+      for (NodeId n : srcs) {
+        if (g_.meas_end_ns[n] > g_.meas_end_ns[rt] + kContradictionToleranceNs) continue;  // not waited on
+        add_edge(n, true, rt, true, EdgeKind::kSync);
+        latest_src_end = std::max(latest_src_end, g_.meas_end_ns[n]);
+        any = true;
+      }
+      if (!any) continue;
+      g_.kind[rt] = NodeKind::kSyncCall;
+      if (latest_src_end > g_.meas_start_ns[rt]) {
+        // Blocked: its own cost is the part after the GPU finished (the wake-up).
+        g_.dur_ns[rt] = std::clamp<int64_t>(g_.meas_end_ns[rt] - latest_src_end, 0, g_.dur_ns[rt]);
+      }
+    }
+  }
+
+  // Collectives: one logical node per collective matched across ranks. Each
+  // rank's kernel starts on its own; the transfer starts when the last rank
+  // has arrived; every rank's kernel ends when the transfer ends. So a fast
+  // rank's kernel is mostly waiting (slack), and a slow rank delays everyone.
+  void add_collectives() {
+    if (ranks_.size() < 2) {
+      count_unmatched_all();
+      return;
+    }
+    // Key: (process group, seq) when seq is known, else (process group, collective, k-th occurrence).
+    std::map<std::tuple<std::string, std::string, int64_t>, std::vector<NodeId>> groups;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      std::map<std::pair<std::string, std::string>, int64_t> occurrence;
+      for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+        if (g_.rank[n] != r || g_.kind[n] != NodeKind::kCommKernel) continue;
+        const Event& e = t.events[g_.event[n]];
+        const trace::CollectiveArgs& ca = t.collectives[e.collective];
+        std::string pg(t.strings.view(ca.process_group));
+        std::string coll(t.strings.view(ca.collective));
+        if (ca.seq != trace::kNone) {
+          groups[{pg, "#seq", ca.seq}].push_back(n);
+        } else {
+          int64_t k = occurrence[{pg, coll}]++;
+          groups[{pg, coll, k}].push_back(n);
+        }
+      }
+    }
+    // Clock offsets: matched collectives end together on every rank.
+    std::vector<std::vector<int64_t>> diffs(ranks_.size());
+    for (const auto& [key, members] : groups) {
+      if (members.size() < 2) continue;
+      NodeId ref = kNoId;
+      for (NodeId n : members) if (g_.rank[n] == 0) ref = n;
+      if (ref == kNoId) continue;
+      for (NodeId n : members) {
+        if (n != ref) diffs[g_.rank[n]].push_back(g_.meas_end_ns[n] - g_.meas_end_ns[ref]);
+      }
+    }
+    for (uint32_t r = 1; r < ranks_.size(); ++r) {
+      if (diffs[r].empty()) continue;
+      auto mid = diffs[r].begin() + static_cast<std::ptrdiff_t>(diffs[r].size() / 2);
+      std::nth_element(diffs[r].begin(), mid, diffs[r].end());
+      shift_rank(r, *mid);
+      aligned_.insert(r);
+    }
+    aligned_.insert(0);
+    for (const auto& [key, members] : groups) {
+      std::vector<NodeId> m;
+      std::vector<bool> seen(ranks_.size(), false);
+      for (NodeId n : members) {
+        if (!seen[g_.rank[n]]) m.push_back(n);
+        seen[g_.rank[n]] = true;
+      }
+      if (m.size() < 2) {
+        g_.stats.collectives_unmatched += static_cast<int64_t>(m.size());
+        continue;
+      }
+      int64_t last_arrival = kMin, first_end = std::numeric_limits<int64_t>::max();
+      for (NodeId n : m) {
+        last_arrival = std::max(last_arrival, g_.meas_start_ns[n]);
+        first_end = std::min(first_end, g_.meas_end_ns[n]);
+      }
+      if (first_end < last_arrival) {  // ranks' clocks disagree beyond repair
+        g_.stats.collectives_unmatched += static_cast<int64_t>(m.size());
+        continue;
+      }
+      NodeId c = add_node(NodeKind::kCollective, kNoId, g_.rank[m[0]], kNoId, g_.name[m[0]], last_arrival,
+                          first_end);
+      for (NodeId n : m) {
+        add_edge(n, false, c, false, EdgeKind::kCollective);
+        add_edge(c, true, n, true, EdgeKind::kCollective);
+        g_.dur_ns[n] = 0;  // the kernel's own time is all wait + transfer
+      }
+      ++g_.stats.collectives_matched;
+    }
+  }
+
+  void count_unmatched_all() {
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.kind[n] == NodeKind::kCommKernel) ++g_.stats.collectives_unmatched;
+    }
+  }
+
+  void shift_rank(uint32_t r, int64_t offset) {
+    if (offset == 0) return;
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.rank[n] != r) continue;
+      g_.meas_start_ns[n] -= offset;
+      g_.meas_end_ns[n] -= offset;
+    }
+    g_.rank_offset_ns[r] += offset;
+  }
+
+  // Ranks with no matched collective share no clock: start them with rank 0.
+  void align_ranks_without_collectives() {
+    if (ranks_.size() < 2) return;
+    constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> first(ranks_.size(), kUnset);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) first[g_.rank[n]] = std::min(first[g_.rank[n]], g_.meas_start_ns[n]);
+    bool any = false;
+    for (uint32_t r = 1; r < ranks_.size(); ++r) {
+      if (aligned_.count(r) || first[r] == kUnset || first[0] == kUnset) continue;
+      shift_rank(r, first[r] - first[0]);
+      any = true;
+    }
+    if (any) {
+      g_.stats.notes.push_back("ranks without a collective matched across ranks were aligned at their first event");
+    }
+  }
+
+  // ---------- latencies ----------
+  static int64_t median(std::vector<int64_t>& v, int64_t fallback) {
+    if (v.empty()) return fallback;
+    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+  }
+
+  int64_t meas(PointId p) const {
+    return is_end(p) ? g_.meas_end_ns[node_of(p)] : g_.meas_start_ns[node_of(p)];
+  }
+
+  void assign_latencies() {
+    const size_t points = g_.num_points();
+    // Group edges by destination point (counting sort).
+    std::vector<uint32_t> off(points + 1, 0);
+    for (const Edge& e : g_.edges) ++off[e.dst + 1];
+    std::partial_sum(off.begin(), off.end(), off.begin());
+    std::vector<uint32_t> order(g_.edges.size());
+    {
+      std::vector<uint32_t> fill(off.begin(), off.end() - 1);
+      for (uint32_t i = 0; i < g_.edges.size(); ++i) order[fill[g_.edges[i].dst]++] = i;
+    }
+    // Binding edge of each point: the one with the smallest measured gap. For
+    // an end point, the node's own duration competes too (gap = measured dur - dur).
+    constexpr int kKinds = 6;
+    std::vector<std::vector<int64_t>> binding_gaps(kKinds);
+    std::vector<uint32_t> binding(points, kNoId);
+    std::vector<uint8_t> drop(g_.edges.size(), 0);
+    for (PointId p = 0; p < points; ++p) {
+      int64_t best = std::numeric_limits<int64_t>::max();
+      if (is_end(p)) {
+        NodeId n = node_of(p);
+        best = g_.meas_end_ns[n] - g_.meas_start_ns[n] - g_.dur_ns[n];
+      }
+      for (uint32_t k = off[p]; k < off[p + 1]; ++k) {
+        const Edge& e = g_.edges[order[k]];
+        int64_t gap = meas(p) - meas(e.src);
+        if (gap < -kContradictionToleranceNs && e.kind != EdgeKind::kThread && e.kind != EdgeKind::kStream) {
+          drop[order[k]] = 1;
+          ++g_.stats.edges_dropped_inconsistent;
+          continue;
+        }
+        if (gap < best) {
+          best = gap;
+          binding[p] = order[k];
+        }
+      }
+      if (binding[p] != kNoId) {
+        const Edge& e = g_.edges[binding[p]];
+        binding_gaps[static_cast<int>(e.kind)].push_back(std::max<int64_t>(0, best));
+      }
+    }
+    int64_t inherent[kKinds];
+    for (int k = 0; k < kKinds; ++k) inherent[k] = median(binding_gaps[k], 0);
+    inherent[static_cast<int>(EdgeKind::kThread)] = 0;
+    inherent[static_cast<int>(EdgeKind::kCollective)] = 0;
+    std::copy(inherent, inherent + kKinds, g_.inherent_lat_ns);
+    for (uint32_t i = 0; i < g_.edges.size(); ++i) {
+      Edge& e = g_.edges[i];
+      int64_t gap = std::max<int64_t>(0, meas(e.dst) - meas(e.src));
+      e.lat_ns = binding[e.dst] == i ? gap : std::min(gap, inherent[static_cast<int>(e.kind)]);
+    }
+    if (std::count(drop.begin(), drop.end(), 1) > 0) {
+      size_t w = 0;
+      for (size_t i = 0; i < g_.edges.size(); ++i) {
+        if (!drop[i]) g_.edges[w++] = g_.edges[i];
+      }
+      g_.edges.resize(w);
+    }
+  }
+
+  Status finish_csr_and_topo() {
+    const size_t points = g_.num_points();
+    auto csr = [&](bool by_dst, std::vector<uint32_t>& offsets, std::vector<uint32_t>& ids) {
+      offsets.assign(points + 1, 0);
+      for (const Edge& e : g_.edges) ++offsets[(by_dst ? e.dst : e.src) + 1];
+      std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+      ids.resize(g_.edges.size());
+      std::vector<uint32_t> fill(offsets.begin(), offsets.end() - 1);
+      for (uint32_t i = 0; i < g_.edges.size(); ++i) ids[fill[by_dst ? g_.edges[i].dst : g_.edges[i].src]++] = i;
+    };
+    csr(true, g_.in_offsets, g_.in_edges);
+    csr(false, g_.out_offsets, g_.out_edges);
+    // Kahn's algorithm over points; the implicit edge start(n) -> end(n) counts too.
+    std::vector<uint32_t> indeg(points, 0);
+    for (PointId p = 0; p < points; ++p) indeg[p] = g_.in_offsets[p + 1] - g_.in_offsets[p] + (is_end(p) ? 1 : 0);
+    g_.topo.clear();
+    g_.topo.reserve(points);
+    for (PointId p = 0; p < points; ++p) if (indeg[p] == 0) g_.topo.push_back(p);
+    for (size_t head = 0; head < g_.topo.size(); ++head) {
+      PointId p = g_.topo[head];
+      if (!is_end(p) && --indeg[p + 1] == 0) g_.topo.push_back(p + 1);
+      for (uint32_t k = g_.out_offsets[p]; k < g_.out_offsets[p + 1]; ++k) {
+        PointId d = g_.edges[g_.out_edges[k]].dst;
+        if (--indeg[d] == 0) g_.topo.push_back(d);
+      }
+    }
+    if (g_.topo.size() != points) {
+      std::string names;
+      int shown = 0;
+      for (PointId p = 0; p < points && shown < 4; ++p) {
+        if (indeg[p] == 0 || is_end(p)) continue;
+        NodeId n = node_of(p);
+        names += (shown ? ", " : "") + std::string(g_.strings.view(g_.name[n])) + " (" + to_string(g_.kind[n]) + ")";
+        ++shown;
+      }
+      return make_error(ranks_[0].path, "dependency cycle among " + std::to_string(points - g_.topo.size()) +
+                                            " graph points, e.g. " + names,
+                        "the trace's correlations or event records contradict each other");
+    }
+    if (improper_nesting_ > 0) {
+      g_.stats.notes.push_back(std::to_string(improper_nesting_) +
+                               " CPU events overlapped their parent or a runtime call and were clipped");
+    }
+    return {};
+  }
+
+  const std::vector<RankTrace>& ranks_;
+  BuildOptions options_;
+  Graph g_;
+  std::vector<RankIndex> idx_;
+  std::vector<int64_t> rank_base_;
+  std::vector<std::vector<StrId>> name_map_;
+  std::unordered_map<uint64_t, uint32_t> lane_map_;
+  std::set<uint32_t> aligned_;
+  int64_t improper_nesting_ = 0;
+};
+
+}  // namespace
+
+Result<Graph> build_graph(const std::vector<trace::RankTrace>& ranks, const BuildOptions& options) {
+  Builder b(ranks, options);
+  return b.build();
+}
+
+}  // namespace emo::graph

@@ -1,1 +1,164 @@
-// placeholder: being written
+// The replay engine: earliest times forward, latest times backward, and the
+// critical path as the chain of binding dependencies. Pure computation over
+// the graph's arrays; the caller owns every output vector, so repeated what-ifs
+// allocate nothing.
+#include "emo/replay/replay.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace emo::replay {
+
+using graph::Edge;
+using graph::EdgeKind;
+using graph::NodeId;
+using graph::NodeKind;
+using graph::PointId;
+
+Replayer::Replayer(const graph::Graph& g) : g_(g) {}
+
+void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
+  const size_t points = g_.num_points();
+  out.t_ns.resize(points);
+  int64_t begin = std::numeric_limits<int64_t>::max();
+  int64_t end = std::numeric_limits<int64_t>::min();
+  PointId last = 0;
+  const Edge* edges = g_.edges.data();
+  const uint32_t* in_off = g_.in_offsets.data();
+  const uint32_t* in_ids = g_.in_edges.data();
+  int64_t* t = out.t_ns.data();
+  for (PointId p : g_.topo) {
+    const NodeId n = graph::node_of(p);
+    int64_t v;
+    if (graph::is_end(p)) {
+      v = t[p - 1] + dur(dur_ns, n);
+    } else {
+      // A start with no predecessor keeps its measured time (the step's anchor).
+      v = in_off[p] == in_off[p + 1] ? g_.meas_start_ns[n] : std::numeric_limits<int64_t>::min();
+    }
+    for (uint32_t k = in_off[p]; k < in_off[p + 1]; ++k) {
+      const Edge& e = edges[in_ids[k]];
+      v = std::max(v, t[e.src] + e.lat_ns);
+    }
+    t[p] = v;
+    if (!graph::is_end(p)) begin = std::min(begin, v);
+    if (graph::is_end(p) && v > end) {
+      end = v;
+      last = p;
+    }
+  }
+  if (points == 0) begin = end = 0;
+  out.begin_ns = begin;
+  out.end_ns = end;
+  out.last_point = last;
+}
+
+void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
+                     std::vector<int64_t>& slack_ns) const {
+  const size_t points = g_.num_points();
+  // Latest time each point may occur without moving the step's end.
+  std::vector<int64_t> late(points, tl.end_ns);
+  const Edge* edges = g_.edges.data();
+  for (auto it = g_.topo.rbegin(); it != g_.topo.rend(); ++it) {
+    const PointId p = *it;
+    int64_t v = tl.end_ns;
+    for (uint32_t k = g_.out_offsets[p]; k < g_.out_offsets[p + 1]; ++k) {
+      const Edge& e = edges[g_.out_edges[k]];
+      v = std::min(v, late[e.dst] - e.lat_ns);
+    }
+    if (!graph::is_end(p)) v = std::min(v, late[p + 1] - dur(dur_ns, graph::node_of(p)));
+    late[p] = v;
+  }
+  slack_ns.resize(g_.num_nodes());
+  for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    slack_ns[n] = std::max<int64_t>(0, late[graph::end_point(n)] - tl.end(n));
+  }
+}
+
+namespace {
+
+const char* node_category(NodeKind k) {
+  switch (k) {
+    case NodeKind::kKernel: return "gpu_compute";
+    case NodeKind::kCommKernel:
+    case NodeKind::kCollective: return "communication";
+    case NodeKind::kMemcpy:
+    case NodeKind::kMemset: return "gpu_memory";
+    case NodeKind::kCpuOp:
+    case NodeKind::kCpuGap:
+    case NodeKind::kRuntime:
+    case NodeKind::kSyncCall: return "cpu";
+  }
+  return "cpu";
+}
+
+const char* edge_category(EdgeKind k) {
+  switch (k) {
+    case EdgeKind::kLaunch: return "launch_overhead";
+    case EdgeKind::kSync: return "sync_wait";
+    case EdgeKind::kCollective: return "communication";
+    case EdgeKind::kThread: return "cpu";
+    case EdgeKind::kStream:
+    case EdgeKind::kCrossStream: return "idle";
+  }
+  return "idle";
+}
+
+}  // namespace
+
+CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const Timeline& tl) const {
+  static const char* kCategories[] = {"gpu_compute", "communication", "gpu_memory", "cpu",
+                                      "launch_overhead", "sync_wait", "idle"};
+  CriticalPath cp;
+  for (const char* c : kCategories) cp.breakdown.push_back({c, 0});
+  auto add = [&](const char* cat, int64_t ns) {
+    for (auto& part : cp.breakdown) {
+      if (part.category == cat) part.ns += ns;
+    }
+  };
+  if (g_.num_nodes() == 0) return cp;
+  const int64_t* t = tl.t_ns.data();
+  PointId p = tl.last_point;
+  NodeId last_node = graph::kNoId;
+  // Walk back along binding dependencies. At an end point the node's own
+  // duration is preferred, so the path goes through the work, not around it.
+  while (true) {
+    const NodeId n = graph::node_of(p);
+    if (graph::is_end(p) && t[p - 1] + dur(dur_ns, n) == t[p]) {
+      if (n != last_node) cp.nodes.push_back(n);
+      last_node = n;
+      add(node_category(g_.kind[n]), t[p] - t[p - 1]);
+      cp.segments.push_back({n, graph::kNoId, false, EdgeKind::kThread, t[p - 1], t[p] - t[p - 1]});
+      p = p - 1;
+      continue;
+    }
+    const Edge* binding = nullptr;
+    for (uint32_t k = g_.in_offsets[p]; k < g_.in_offsets[p + 1]; ++k) {
+      const Edge& e = g_.edges[g_.in_edges[k]];
+      if (t[e.src] + e.lat_ns == t[p]) {
+        binding = &e;
+        break;
+      }
+    }
+    if (!binding) break;  // an anchored start: the path begins here
+    if (graph::is_end(p) && n != last_node) {
+      cp.nodes.push_back(n);
+      last_node = n;
+    }
+    // Only the latency this kind of dependency inherently has is overhead; the
+    // rest of a binding gap is time nothing in the trace explains (idle).
+    int64_t gap = t[p] - t[binding->src];
+    int64_t inherent = std::min(gap, g_.inherent_lat_ns[static_cast<int>(binding->kind)]);
+    add(edge_category(binding->kind), binding->kind == EdgeKind::kThread ? gap : inherent);
+    if (binding->kind != EdgeKind::kThread) add("idle", gap - inherent);
+    if (gap > 0) cp.segments.push_back({n, graph::node_of(binding->src), true, binding->kind, t[binding->src], gap});
+    p = binding->src;
+  }
+  add("idle", t[p] - tl.begin_ns);  // before the path's first anchor
+  std::reverse(cp.nodes.begin(), cp.nodes.end());
+  std::reverse(cp.segments.begin(), cp.segments.end());
+  cp.length_ns = tl.makespan_ns();
+  return cp;
+}
+
+}  // namespace emo::replay

@@ -23,5 +23,7 @@ using Action = std::function<int()>;
 void add_analyze(CLI::App& root, Action& action);
 void add_whatif(CLI::App& root, Action& action);
 void add_synth(CLI::App& root, Action& action);
+void add_devices(CLI::App& root, Action& action);
+void add_model_check(CLI::App& root, Action& action);
 
 }  // namespace emo::cli

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   emo::cli::add_analyze(app, action);
   emo::cli::add_whatif(app, action);
   emo::cli::add_synth(app, action);
+  emo::cli::add_devices(app, action);
+  emo::cli::add_model_check(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -85,6 +85,7 @@ struct BuildStats {
   int64_t collectives_unmatched = 0;
   int64_t cross_stream_from_sync_events = 0;
   int64_t cross_stream_from_runtime_pairs = 0;
+  int64_t cross_stream_inferred = 0;  // waits whose event record was missing from the trace
   std::vector<std::string> notes;
 };
 
@@ -106,6 +107,10 @@ struct Graph {
   std::vector<uint32_t> out_offsets; // size points+1
   std::vector<uint32_t> out_edges;   // edge ids, grouped by src point
   std::vector<PointId> topo;         // all points in a topological order
+
+  // Inherent latency of each EdgeKind (median of the gaps of edges of that kind
+  // that bound their point): launch latency on an empty queue, kernel-to-kernel gap, ...
+  int64_t inherent_lat_ns[6] = {0, 0, 0, 0, 0, 0};
 
   std::vector<Lane> lanes;
   std::vector<std::string> rank_paths;  // input file of each rank

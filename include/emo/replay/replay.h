@@ -31,6 +31,17 @@ struct CriticalPath {
   // launch_overhead, sync_wait, idle.
   struct Part { std::string category; int64_t ns = 0; };
   std::vector<Part> breakdown;
+  // The path piece by piece, in time order: a node's own duration, or the
+  // latency of a dependency edge between two nodes.
+  struct Segment {
+    graph::NodeId node = graph::kNoId;  // the node whose duration this is, or the edge's destination
+    graph::NodeId from = graph::kNoId;  // edge segments: the edge's source node
+    bool is_edge = false;
+    graph::EdgeKind edge = graph::EdgeKind::kThread;
+    int64_t start_ns = 0;
+    int64_t ns = 0;
+  };
+  std::vector<Segment> segments;
 };
 
 class Replayer {

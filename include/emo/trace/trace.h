@@ -44,7 +44,7 @@ inline bool is_cpu_side(EventKind k) {
 const char* to_string(EventKind k);
 
 // cuda_sync kinds (args.cuda_sync_kind / the event name).
-enum class SyncKind : uint8_t { kNone, kEventSync, kStreamWaitEvent, kStreamSync, kContextSync, kOther };
+enum class SyncKind : uint8_t { kNotSync, kEventSync, kStreamWaitEvent, kStreamSync, kContextSync, kOther };
 
 // A lane is one serial resource: a CPU thread (pid, tid) or a GPU stream (device, stream).
 struct Lane {
@@ -74,7 +74,7 @@ struct Event {
   int64_t dur_ns = 0;  // >= 0
   StrId name = kEmptyStr;
   EventKind kind = EventKind::kOtherCpu;
-  SyncKind sync = SyncKind::kNone;  // kCudaSync events only
+  SyncKind sync = SyncKind::kNotSync;  // kCudaSync events only
   uint32_t lane = kNoIndex;         // index into RankTrace::lanes
   int64_t correlation = kNone;      // args.correlation (runtime call <-> GPU op)
   int64_t external_id = kNone;      // args "External id" / "external id"

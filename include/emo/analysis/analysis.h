@@ -1,0 +1,86 @@
+// `emo analyze` and `emo whatif` as a library: load traces (one per rank),
+// build the graph, replay it, and summarize the critical path, slack and
+// per-GPU busy/idle time. The CLI only parses flags and prints.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/base/result.h"
+#include "emo/graph/graph.h"
+#include "emo/replay/replay.h"
+#include "emo/trace/trace.h"
+
+namespace emo::analysis {
+
+struct LoadOptions {
+  std::optional<int64_t> step;  // ProfilerStep number; nullopt = last complete step
+  graph::BuildOptions build;
+};
+
+// The traces of one step and its graph.
+struct Workload {
+  std::vector<trace::RankTrace> ranks;  // ordered by rank
+  std::vector<int64_t> steps;           // step used per rank (-1: whole trace)
+  int64_t events = 0;                   // events kept across ranks
+  graph::Graph graph;
+};
+
+// Reads every file, orders them by rank (distributedInfo.rank, else file
+// order), selects the step and builds the graph.
+Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options);
+// The same from traces already read (tests, other front ends).
+Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options);
+
+struct GpuUsage {
+  uint32_t rank = 0;
+  int32_t device = 0;
+  int64_t ops = 0;
+  int64_t busy_ns = 0;  // union of GPU op intervals
+  int64_t idle_ns = 0;  // step span minus busy
+};
+
+struct Analysis {
+  int64_t measured_span_ns = 0;
+  int64_t replayed_span_ns = 0;
+  double replay_error_pct = 0;
+  replay::CriticalPath critical_path;
+  std::vector<int64_t> slack_ns;  // per node
+  std::vector<GpuUsage> gpus;
+};
+Analysis analyze(const Workload& w);
+
+// JSON of DESIGN.md §6 for `analyze`; `per_kernel` adds the `kernels` list.
+nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);
+std::string to_text(const Workload& w, const Analysis& a);
+// CSV: one row per GPU op (rank, stream, name, start_us, dur_us, slack_us, critical).
+std::string kernels_csv(const Workload& w, const Analysis& a);
+
+// CSV: the critical path piece by piece (what, kind, rank, name, start_us, dur_us, category).
+std::string critical_path_csv(const Workload& w, const Analysis& a);
+
+// ---- what-if ----
+// SELECTOR=FACTOR where SELECTOR is a kernel-name regex, `stream:N` or `cat:NAME`.
+struct Scale {
+  std::string selector;
+  double factor = 1.0;
+};
+Result<Scale> parse_scale(const std::string& text);
+
+struct WhatIf {
+  int64_t baseline_span_ns = 0;
+  int64_t predicted_span_ns = 0;
+  std::vector<int64_t> matched;  // nodes matched per scale
+};
+// Fails when a selector is malformed or matches nothing.
+Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales);
+
+// Category of a node as `cat:NAME` sees it: kernel, gpu_memcpy, gpu_memset,
+// nccl, cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap.
+std::string node_category(const Workload& w, graph::NodeId n);
+
+}  // namespace emo::analysis

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds EMO and runs every test: the release build with warnings as errors,
+# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and a
+# short libFuzzer run of the trace reader. `--quick` stops after the first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== release build + tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMO_WERROR=ON >/dev/null
+ninja -C build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+[ "${1:-}" = "--quick" ] && exit 0
+
+echo "== ASan/UBSan build + tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMO_SANITIZE=ON -DEMO_BUILD_BENCH=OFF >/dev/null
+ninja -C build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+if [ -f fuzz/CMakeLists.txt ]; then
+  echo "== fuzzing the trace reader (60 s)"
+  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_BUILD_FUZZ=ON \
+    -DEMO_BUILD_TESTS=OFF -DEMO_BUILD_BENCH=OFF >/dev/null
+  ninja -C build-fuzz -j "$jobs" trace_reader_fuzz
+  corpus=$(mktemp -d)
+  cp fuzz/corpus/trace_reader/* "$corpus"/
+  build-fuzz/fuzz/trace_reader_fuzz -max_total_time=60 -rss_limit_mb=4096 "$corpus" 2>&1 | tail -3
+  rm -rf "$corpus"
+fi
+echo "== all checks passed"

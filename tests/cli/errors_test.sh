@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The CLI contract on bad input: `error:` on stderr and exit 1 for bad files,
+# exit 2 for usage errors, never a crash and never a partial output file.
+# usage: errors_test.sh EMO_BINARY [SHARED_DIR]
+set -u
+emo=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+
+# expect CODE DESCRIPTION -- COMMAND...
+expect() {
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err" | head -5; fails=$((fails + 1)); return
+  fi
+  if [ "$want" -eq 1 ] && ! grep -q '^error: ' "$tmp/err"; then
+    echo "FAIL: $what: no 'error:' line"; sed 's/^/  | /' "$tmp/err" | head -5; fails=$((fails + 1)); return
+  fi
+  pass=$((pass + 1))
+}
+
+printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,' >"$tmp/truncated.json"
+echo 'this is not json' >"$tmp/notjson.json"
+echo '{"traceEvents":[]}' >"$tmp/empty.json"
+echo '{"schemaVersion":1}' >"$tmp/noevents.json"
+echo '[1,2,3]' >"$tmp/array.json"
+printf '\x1f\x8b\x08\x00garbage' >"$tmp/badgz.json.gz"
+: >"$tmp/zero.json"
+
+expect 1 "truncated file" -- "$emo" analyze "$tmp/truncated.json"
+expect 1 "non-JSON file" -- "$emo" analyze "$tmp/notjson.json"
+expect 1 "empty traceEvents" -- "$emo" analyze "$tmp/empty.json"
+expect 1 "no traceEvents" -- "$emo" analyze "$tmp/noevents.json"
+expect 1 "top-level array" -- "$emo" analyze "$tmp/array.json"
+expect 1 "corrupt gzip" -- "$emo" analyze "$tmp/badgz.json.gz"
+expect 1 "empty file" -- "$emo" analyze "$tmp/zero.json"
+expect 1 "unreadable path" -- "$emo" analyze "$tmp/does-not-exist.json"
+expect 1 "directory as trace" -- "$emo" analyze "$tmp"
+expect 1 "error leaves no json file" -- "$emo" analyze "$tmp/notjson.json" --json "$tmp/should-not-exist.json"
+[ -e "$tmp/should-not-exist.json" ] && { echo "FAIL: partial output left behind"; fails=$((fails + 1)); }
+expect 2 "no subcommand" -- "$emo"
+expect 2 "unknown subcommand" -- "$emo" frobnicate
+expect 2 "analyze without traces" -- "$emo" analyze
+expect 0 "help" -- "$emo" --help
+expect 0 "analyze help" -- "$emo" analyze --help
+
+# A good trace, then bad what-ifs on it.
+cat >"$tmp/good.json" <<'JSON'
+{"traceEvents":[
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":0,"dur":5,"args":{"correlation":1}},
+{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}
+]}
+JSON
+expect 0 "good trace" -- "$emo" analyze "$tmp/good.json" --json "$tmp/good.out.json"
+python3 - "$tmp/good.out.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+need = ["events", "nodes", "edges", "ranks", "measured_span_us", "replayed_span_us", "replay_error_pct",
+        "critical_path", "import_stats"]
+missing = [k for k in need if k not in j]
+assert not missing, f"FAIL: analyze --json lacks {missing}"
+assert "length_us" in j["critical_path"] and "breakdown" in j["critical_path"]
+assert abs(j["measured_span_us"] - 110) < 1e-6, j["measured_span_us"]
+PY
+expect 0 "whatif" -- "$emo" whatif "$tmp/good.json" --scale gemm=2 --json "$tmp/w.json"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['predicted_span_us']==210 and j['baseline_span_us']==110, j" "$tmp/w.json" \
+  || { echo "FAIL: whatif numbers"; fails=$((fails + 1)); }
+expect 1 "whatif selector matching nothing" -- "$emo" whatif "$tmp/good.json" --scale nothing_like_this=2
+expect 1 "whatif bad factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=fast
+expect 1 "whatif bad regex" -- "$emo" whatif "$tmp/good.json" --scale '(=2'
+expect 1 "unknown step" -- "$emo" analyze "$tmp/good.json" --step 99
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
