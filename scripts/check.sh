@@ -14,7 +14,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 [ "${1:-}" = "--quick" ] && exit 0
 
 echo "== ASan/UBSan build + tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMO_SANITIZE=ON -DEMO_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_SANITIZE=ON -DEMO_BUILD_BENCH=OFF >/dev/null
 ninja -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"

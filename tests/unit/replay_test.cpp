@@ -230,6 +230,23 @@ TEST(Replay, RankClocksAreAlignedByTheirCollectives) {
   EXPECT_EQ(a.measured_span_ns, 360'000);
 }
 
+TEST(Graph, OneGraphLaunchCoversAllItsKernels) {
+  // cudaGraphLaunch [0,10] (corr 1) runs G1 [15,65], G2 [66,116], G3 [117,167], all with corr 1.
+  auto w = load({TraceJson()
+                     .runtime("cudaGraphLaunch", 0, 10, 1)
+                     .kernel("G1", 7, 15, 50, 1)
+                     .kernel("G2", 7, 66, 50, 1)
+                     .kernel("G3", 7, 117, 50, 1)
+                     .str()});
+  int launches = 0;
+  for (const auto& e : w.graph.edges) launches += e.kind == graph::EdgeKind::kLaunch;
+  EXPECT_EQ(launches, 3);
+  EXPECT_EQ(w.graph.stats.gpu_ops_without_launch, 0);
+  EXPECT_EQ(analysis::analyze(w).replayed_span_ns, 167'000);
+  // G1 x2: G1 [15,115], G2 [116,166], G3 [167,217].
+  EXPECT_DOUBLE_EQ(predict(w, {"^G1$=2"}), 217);
+}
+
 TEST(Graph, KernelsWithoutLaunchAreCountedAndStillReplayed) {
   auto w = load({TraceJson().launch("K1", 7, 0, 10, 100, 1).kernel("orphan", 7, 111, 50, 99).str()});
   EXPECT_EQ(w.graph.stats.gpu_ops_without_launch, 1);
