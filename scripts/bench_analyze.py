@@ -9,6 +9,7 @@ file size. Targets (issue: foundation): ratio <= 3, peak RSS <= 1.5 x file size.
 usage: scripts/bench_analyze.py [--build build] [--events 1000000] [--reps 3] [--keep DIR]
 """
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -46,8 +47,9 @@ def main():
             sys.exit(f"error: {exe} not found; build first (cmake --build {a.build})")
     work = a.keep or tempfile.mkdtemp(prefix="emo_bench_")
     os.makedirs(work, exist_ok=True)
-    subprocess.run([emo, "synth", "train-dp", "--ranks", "1", "--steps", "1", "--min-events", str(a.events),
-                    "-o", work], check=True, stdout=subprocess.DEVNULL)
+    synth = subprocess.run([emo, "synth", "train-dp", "--ranks", "1", "--steps", "1", "--min-events",
+                            str(a.events), "-o", work, "--json", "-"], check=True, stdout=subprocess.PIPE, text=True)
+    file_events = json.loads(synth.stdout)["events"][0]
     trace = os.path.join(work, "train-dp_rank0.json")
     size = os.path.getsize(trace)
     out_json = os.path.join(work, "analysis.json")
@@ -58,11 +60,10 @@ def main():
         t, rss = measure([emo, "analyze", trace, "--json", out_json])
         emo_t.append(t)
         emo_rss.append(rss)
-    import json
     with open(out_json) as f:
         events = json.load(f)["events"]
     b, e = statistics.median(bare_t), statistics.median(emo_t)
-    print(f"trace: {events} events, {size / 1e6:.1f} MB")
+    print(f"trace: {file_events} traceEvents entries ({events} complete events kept), {size / 1e6:.1f} MB")
     print(f"bare simdjson parse (median of {a.reps}): {b:.3f} s")
     print(f"emo analyze        (median of {a.reps}): {e:.3f} s   ratio {e / b:.2f}x (target <= 3)")
     print(f"emo analyze peak RSS: {max(emo_rss) / 1e6:.1f} MB = {max(emo_rss) / size:.2f}x file size (target <= 1.5)")

@@ -131,6 +131,7 @@ double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
 nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
   const graph::Graph& g = w.graph;
+  const int64_t begin = g.measured_begin_ns();
   using nlohmann::json;
   json j;
   j["events"] = w.events;
@@ -151,18 +152,32 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
   j["replay_error_pct"] = std::round(a.replay_error_pct * 1e4) / 1e4;
   json breakdown = json::object();
   for (const auto& part : a.critical_path.breakdown) breakdown[part.category] = round3(us(part.ns));
-  json path = json::array();
+  // GPU ops on the path: all of them for ordinary steps; the longest kMaxPathOps
+  // for huge ones (the full path is in --critical-path-csv).
+  constexpr size_t kMaxPathOps = 1000;
+  std::vector<NodeId> on_path;
   for (NodeId n : a.critical_path.nodes) {
-    if (!graph::is_gpu(g.kind[n]) && g.kind[n] != NodeKind::kCollective) continue;
+    if (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kCollective) on_path.push_back(n);
+  }
+  const size_t path_ops = on_path.size();
+  if (on_path.size() > kMaxPathOps) {
+    std::stable_sort(on_path.begin(), on_path.end(),
+                     [&](NodeId x, NodeId y) { return g.dur_ns[x] > g.dur_ns[y]; });
+    on_path.resize(kMaxPathOps);
+    std::sort(on_path.begin(), on_path.end());
+  }
+  json path = json::array();
+  for (NodeId n : on_path) {
     path.push_back({{"name", std::string(g.strings.view(g.name[n]))},
                     {"kind", graph::to_string(g.kind[n])},
                     {"rank", g.rank_ids[g.rank[n]]},
-                    {"start_us", round3(us(g.meas_start_ns[n] - g.measured_begin_ns()))},
+                    {"start_us", round3(us(g.meas_start_ns[n] - begin))},
                     {"dur_us", round3(us(g.dur_ns[n]))}});
   }
   j["critical_path"] = {{"length_us", round3(us(a.critical_path.length_ns))},
                         {"breakdown", breakdown},
                         {"nodes", a.critical_path.nodes.size()},
+                        {"gpu_ops_total", path_ops},
                         {"gpu_ops", path}};
   json gpus = json::array();
   for (const auto& u : a.gpus) {
@@ -212,7 +227,7 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
       ks.push_back({{"name", std::string(g.strings.view(g.name[n]))},
                     {"rank", g.rank_ids[g.rank[n]]},
                     {"stream", g.lanes[g.lane[n]].stream},
-                    {"start_us", round3(us(g.meas_start_ns[n] - g.measured_begin_ns()))},
+                    {"start_us", round3(us(g.meas_start_ns[n] - begin))},
                     {"dur_us", round3(us(g.meas_end_ns[n] - g.meas_start_ns[n]))},
                     {"slack_us", round3(us(a.slack_ns[n]))}});
     }
@@ -285,10 +300,11 @@ std::string critical_path_csv(const Workload& w, const Analysis& a) {
 std::string kernels_csv(const Workload& w, const Analysis& a) {
   const graph::Graph& g = w.graph;
   std::string s = "rank,stream,name,start_us,dur_us,slack_us,critical\n";
+  const int64_t begin = g.measured_begin_ns();
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (!graph::is_gpu(g.kind[n])) continue;
     s += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{}\n", g.rank_ids[g.rank[n]], g.lanes[g.lane[n]].stream,
-                     csv_quote(g.strings.view(g.name[n])), us(g.meas_start_ns[n] - g.measured_begin_ns()),
+                     csv_quote(g.strings.view(g.name[n])), us(g.meas_start_ns[n] - begin),
                      us(g.meas_end_ns[n] - g.meas_start_ns[n]), us(a.slack_ns[n]), a.slack_ns[n] == 0 ? 1 : 0);
   }
   return s;

@@ -32,12 +32,35 @@ struct Options {
 
 // Parses "train-dp" / "infer-decode" (the CLI's WORKLOAD argument).
 Result<Workload> parse_workload(const std::string& name);
+// The inverse: "train-dp" / "infer-decode".
+const char* workload_name(Workload w);
 
-// One rank's trace as JSON text.
+// Checks the ranges (ranks >= 1, layers >= 1, ...); the error names the option.
+Status validate(const Options& options);
+
+// Layers actually generated: options.layers, raised as needed for min_events.
+int resolve_layers(const Options& options);
+
+// Entries of traceEvents in each rank's file for these options (all ranks have the same count).
+int64_t count_events(const Options& options);
+
+// What write_traces produced, per rank.
+struct FileInfo {
+  std::string path;
+  int rank = 0;
+  int layers = 0;      // layers generated (after min_events)
+  int64_t events = 0;  // entries of traceEvents
+  int64_t bytes = 0;
+};
+
+// One rank's trace as JSON text (all ranks are simulated together, so it is the
+// same text write_traces puts in that rank's file). Empty for invalid options or rank.
 std::string render_trace(const Options& options, int rank);
 
 // Writes one file per rank into `dir` (created if needed), named
 // "<workload>_rank<R>.json"; fills `files` with their paths.
 Status write_traces(const Options& options, const std::string& dir, std::vector<std::string>* files);
+// Same, with each file's event count and size.
+Status write_traces(const Options& options, const std::string& dir, std::vector<FileInfo>* files);
 
 }  // namespace emo::synth
