@@ -1,1 +1,193 @@
-// placeholder: being written
+// What the strings of a Kineto trace mean: event categories in both spellings
+// (modern "kernel" / 2021-era "Kernel"), cuda_sync kinds, NCCL kernel names and
+// ProfilerStep#N annotations. All comparisons ignore ASCII case where doing so
+// cannot confuse two different things.
+#include <array>
+#include <string>
+
+#include "detail.h"
+
+namespace emo::trace {
+
+const char* to_string(EventKind k) {
+  switch (k) {
+    case EventKind::kCpuOp:
+      return "cpu_op";
+    case EventKind::kUserAnnotation:
+      return "user_annotation";
+    case EventKind::kPythonFunction:
+      return "python_function";
+    case EventKind::kRuntime:
+      return "cuda_runtime";
+    case EventKind::kDriver:
+      return "cuda_driver";
+    case EventKind::kKernel:
+      return "kernel";
+    case EventKind::kMemcpy:
+      return "gpu_memcpy";
+    case EventKind::kMemset:
+      return "gpu_memset";
+    case EventKind::kCudaSync:
+      return "cuda_sync";
+    case EventKind::kGpuAnnotation:
+      return "gpu_user_annotation";
+    case EventKind::kOtherCpu:
+      return "other_cpu";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+namespace {
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+struct CategoryName {
+  std::string_view name;
+  Category category;
+};
+
+// Modern names first (they are the common case), then the 2021-era ones.
+constexpr std::array<CategoryName, 18> kCategories{{
+    {"cpu_op", Category::kCpuOp},
+    {"cuda_runtime", Category::kRuntime},
+    {"kernel", Category::kKernel},
+    {"python_function", Category::kPythonFunction},
+    {"user_annotation", Category::kUserAnnotation},
+    {"cuda_driver", Category::kDriver},
+    {"gpu_memcpy", Category::kMemcpy},
+    {"gpu_memset", Category::kMemset},
+    {"cuda_sync", Category::kCudaSync},
+    {"gpu_user_annotation", Category::kGpuAnnotation},
+    {"operator", Category::kCpuOp},
+    {"runtime", Category::kRuntime},
+    {"memcpy", Category::kMemcpy},
+    {"memset", Category::kMemset},
+    {"trace", Category::kTrace},
+    {"overhead", Category::kOverhead},
+    {"gpu_annotation", Category::kGpuAnnotation},
+    {"driver", Category::kDriver},
+}};
+
+}  // namespace
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+bool istarts_with(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+Category classify_category(std::string_view cat) {
+  for (const CategoryName& c : kCategories) {
+    if (c.name.size() == cat.size() && iequals(c.name, cat)) return c.category;
+  }
+  return Category::kUnknown;
+}
+
+EventKind kind_of(Category c) {
+  switch (c) {
+    case Category::kCpuOp:
+      return EventKind::kCpuOp;
+    case Category::kUserAnnotation:
+      return EventKind::kUserAnnotation;
+    case Category::kPythonFunction:
+      return EventKind::kPythonFunction;
+    case Category::kRuntime:
+      return EventKind::kRuntime;
+    case Category::kDriver:
+      return EventKind::kDriver;
+    case Category::kKernel:
+      return EventKind::kKernel;
+    case Category::kMemcpy:
+      return EventKind::kMemcpy;
+    case Category::kMemset:
+      return EventKind::kMemset;
+    case Category::kCudaSync:
+      return EventKind::kCudaSync;
+    case Category::kGpuAnnotation:
+      return EventKind::kGpuAnnotation;
+    case Category::kTrace:
+    case Category::kOverhead:
+    case Category::kUnknown:
+      break;
+  }
+  return EventKind::kOtherCpu;
+}
+
+bool is_gpu_lane_kind(EventKind k) {
+  return is_gpu_op(k) || k == EventKind::kCudaSync || k == EventKind::kGpuAnnotation;
+}
+
+SyncKind classify_sync(std::string_view s) {
+  if (iequals(s, "Event Sync")) return SyncKind::kEventSync;
+  if (iequals(s, "Stream Wait Event")) return SyncKind::kStreamWaitEvent;
+  if (iequals(s, "Stream Sync")) return SyncKind::kStreamSync;
+  if (iequals(s, "Context Sync")) return SyncKind::kContextSync;
+  return SyncKind::kOther;
+}
+
+bool starts_with_nccl(std::string_view name) { return istarts_with(name, "nccl"); }
+
+std::string_view collective_from_kernel_name(std::string_view name, std::string* storage) {
+  // Names seen: "ncclKernel_AllReduce_RING_LL_Sum_float(...)" (NCCL 2.x),
+  // "ncclDevKernel_AllGather_RING_LL(...)" (2.19+), "ncclDevKernel_SendRecv(...)",
+  // older "ncclAllReduceRingLLKernel_sum_f32". The collective word follows the
+  // prefix; longer words are tried first so "ReduceScatter" is not "Reduce".
+  static constexpr std::array<std::string_view, 10> kWords{
+      "ReduceScatter", "AllReduce", "AllGather", "AllToAll", "Broadcast",
+      "SendRecv",      "Reduce",    "Send",      "Recv",     "Gather"};
+  if (!starts_with_nccl(name)) return {};
+  std::string_view rest = name.substr(4);
+  for (std::string_view prefix : {std::string_view("DevKernel_"), std::string_view("Kernel_")}) {
+    if (istarts_with(rest, prefix)) {
+      rest.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  for (std::string_view w : kWords) {
+    if (istarts_with(rest, w)) {
+      storage->assign(w);
+      for (char& c : *storage) c = lower(c);
+      return *storage;
+    }
+  }
+  return {};
+}
+
+int64_t profiler_step_number(std::string_view name) {
+  // "ProfilerStep#12" -> 12; anything after the digits disqualifies the name.
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (name.size() <= kPrefix.size() || !istarts_with(name, kPrefix)) return -1;
+  int64_t n = 0;
+  for (size_t i = kPrefix.size(); i < name.size(); ++i) {
+    char c = name[i];
+    if (c < '0' || c > '9' || n > 100000000000000) return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+bool is_launch_like(std::string_view name) {
+  // cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex), cudaGraphLaunch,
+  // hipLaunchKernel, cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemsetAsync, ...
+  // but not cudaLaunchHostFunc, which starts no GPU operation.
+  auto contains = [&](std::string_view word) {
+    if (name.size() < word.size()) return false;
+    for (size_t i = 0; i + word.size() <= name.size(); ++i) {
+      if (iequals(name.substr(i, word.size()), word)) return true;
+    }
+    return false;
+  };
+  if (contains("HostFunc")) return false;
+  return contains("Launch") || contains("Memcpy") || contains("Memset");
+}
+
+}  // namespace detail
+}  // namespace emo::trace

@@ -1,0 +1,54 @@
+// libFuzzer target for the trace reader: any byte string must give either an
+// Error or tables that hold the reader's invariants, and select_step must keep
+// them; a crash, a sanitizer report or a trap here is a bug in trace/.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "emo/trace/trace.h"
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+void check_tables(const emo::trace::RankTrace& t) {
+  using emo::trace::kNoIndex;
+  check(t.stats.events_kept == static_cast<int64_t>(t.events.size()));
+  check(t.stats.events_kept <= t.stats.events_total || t.stats.events_total == 0);
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const emo::trace::Event& e = t.events[i];
+    check(e.lane < t.lanes.size());
+    check(e.collective == kNoIndex || e.collective < t.collectives.size());
+    check(e.name < t.strings.size());
+    check(e.dur_ns >= 0 && e.ts_ns >= 0);
+    check(t.lanes[e.lane].gpu ==
+          (e.kind == emo::trace::EventKind::kKernel || e.kind == emo::trace::EventKind::kMemcpy ||
+           e.kind == emo::trace::EventKind::kMemset || e.kind == emo::trace::EventKind::kCudaSync ||
+           e.kind == emo::trace::EventKind::kGpuAnnotation));
+    if (i > 0) {
+      const emo::trace::Event& p = t.events[i - 1];
+      check(p.ts_ns < e.ts_ns || (p.ts_ns == e.ts_ns && p.dur_ns >= e.dur_ns));
+    }
+  }
+  if (!t.events.empty()) check(t.events.front().ts_ns == 0);
+  for (size_t i = 1; i < t.steps.size(); ++i) check(t.steps[i - 1].ts_ns <= t.steps[i].ts_ns);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view json(reinterpret_cast<const char*>(data), size);
+  emo::Result<emo::trace::RankTrace> r = emo::trace::parse_trace(json, "fuzz.json");
+  if (!r.ok()) {
+    check(!r.error().what.empty());
+    return 0;
+  }
+  check_tables(r.value());
+  emo::Result<int64_t> step = emo::trace::select_step(r.value(), std::nullopt);
+  check(step.ok());
+  check_tables(r.value());
+  return 0;
+}
