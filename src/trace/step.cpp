@@ -52,8 +52,14 @@ const Step& last_complete_step(const RankTrace& t) {
       ++launches;
       if (gpu_corr.count(e->correlation) == 0) ++unmatched;
     }
-    unmatched_frac.push_back(launches == 0 ? 0.0
+    // A step that launched nothing, in a trace whose other steps did, is a stub
+    // (e.g. the profiler stopped right after the step began): not complete.
+    unmatched_frac.push_back(launches == 0 ? -1.0
                                            : static_cast<double>(unmatched) / static_cast<double>(launches));
+  }
+  const bool any_launches = std::any_of(unmatched_frac.begin(), unmatched_frac.end(), [](double f) { return f >= 0; });
+  for (double& f : unmatched_frac) {
+    if (f < 0) f = any_launches ? 2.0 : 0.0;
   }
   const double best = *std::min_element(unmatched_frac.begin(), unmatched_frac.end());
   for (size_t i = t.steps.size(); i-- > 0;) {
