@@ -57,7 +57,8 @@ const Step& last_complete_step(const RankTrace& t) {
     unmatched_frac.push_back(launches == 0 ? -1.0
                                            : static_cast<double>(unmatched) / static_cast<double>(launches));
   }
-  const bool any_launches = std::any_of(unmatched_frac.begin(), unmatched_frac.end(), [](double f) { return f >= 0; });
+  const bool any_launches =
+      std::any_of(unmatched_frac.begin(), unmatched_frac.end(), [](double f) { return f >= 0; });
   for (double& f : unmatched_frac) {
     if (f < 0) f = any_launches ? 2.0 : 0.0;
   }
