@@ -32,6 +32,22 @@ bool parse_double_token(std::string_view s, double* out) {
   return true;
 }
 
+// Reads an optional '-' and at least one digit from s[*i...], accumulating the
+// digits into *v while it stays <= limit; false when there is no digit or the
+// value exceeds limit. Leaves *i at the first non-digit.
+bool read_sign_and_digits(std::string_view s, size_t* i, bool* neg, uint64_t limit, uint64_t* v) {
+  *neg = *i < s.size() && s[*i] == '-';
+  if (*neg) ++*i;
+  if (*i >= s.size() || !is_digit(s[*i])) return false;
+  *v = 0;
+  for (; *i < s.size() && is_digit(s[*i]); ++*i) {
+    const auto d = static_cast<uint64_t>(s[*i] - '0');
+    if (*v > (limit - d) / 10) return false;
+    *v = *v * 10 + d;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view trim_ws(std::string_view s) {
@@ -43,16 +59,8 @@ bool parse_us_to_ns(std::string_view tok, int64_t* ns) {
   std::string_view s = trim_ws(tok);
   size_t i = 0;
   bool neg = false;
-  if (i < s.size() && s[i] == '-') {
-    neg = true;
-    ++i;
-  }
-  if (i >= s.size() || !is_digit(s[i])) return false;
   uint64_t us = 0;
-  for (; i < s.size() && is_digit(s[i]); ++i) {
-    us = us * 10 + static_cast<uint64_t>(s[i] - '0');
-    if (us > kMaxI64 / 1000) return false;
-  }
+  if (!read_sign_and_digits(s, &i, &neg, kMaxI64 / 1000, &us)) return false;
   // Example: "12.3456" -> int 12, first three decimals 345, fourth 6 rounds up
   // -> 12346 ns.
   uint64_t frac = 0;
@@ -90,16 +98,8 @@ bool parse_int(std::string_view tok, int64_t* out) {
   std::string_view s = trim_ws(tok);
   size_t i = 0;
   bool neg = false;
-  if (i < s.size() && s[i] == '-') {
-    neg = true;
-    ++i;
-  }
-  if (i >= s.size() || !is_digit(s[i])) return false;
   uint64_t v = 0;
-  for (; i < s.size() && is_digit(s[i]); ++i) {
-    if (v > (kMaxI64 + 1) / 10) return false;
-    v = v * 10 + static_cast<uint64_t>(s[i] - '0');
-  }
+  if (!read_sign_and_digits(s, &i, &neg, kMaxI64 + 1, &v)) return false;
   // "7.0" is still the integer 7; "7.5" is not an integer.
   if (i < s.size() && s[i] == '.') {
     ++i;
