@@ -10,11 +10,19 @@ jobs=$(nproc)
 echo "== release build + tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMO_WERROR=ON >/dev/null
 ninja -C build -j "$jobs"
+# Wherever nvcc is installed, the CUDA microbenchmarks must have been built (proof that they compile).
+nvcc_bin=$(command -v nvcc || true)
+if [ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc_bin=/usr/local/cuda/bin/nvcc; fi
+if [ -n "$nvcc_bin" ] && [ ! -x build/tools/emo/emo-microbench ]; then
+  echo "error: nvcc ($nvcc_bin) is installed but emo-microbench was not built (see the CMake output)"
+  exit 1
+fi
 ctest --test-dir build --output-on-failure -j "$jobs"
 [ "${1:-}" = "--quick" ] && exit 0
 
 echo "== ASan/UBSan build + tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_SANITIZE=ON -DEMO_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_SANITIZE=ON -DEMO_BUILD_BENCH=OFF \
+  -DEMO_BUILD_GPU=OFF >/dev/null
 ninja -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
@@ -22,7 +30,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 if [ -f fuzz/CMakeLists.txt ]; then
   echo "== fuzzing the trace reader (60 s)"
   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_BUILD_FUZZ=ON \
-    -DEMO_BUILD_TESTS=OFF -DEMO_BUILD_BENCH=OFF >/dev/null
+    -DEMO_BUILD_TESTS=OFF -DEMO_BUILD_BENCH=OFF -DEMO_BUILD_GPU=OFF >/dev/null
   ninja -C build-fuzz -j "$jobs" trace_reader_fuzz
   corpus=$(mktemp -d)
   cp fuzz/corpus/trace_reader/* "$corpus"/

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 namespace emo {
 
@@ -64,6 +66,21 @@ Status write_file_atomic(const std::string& path, std::string_view data) {
   EMO_RETURN_IF_ERROR(f.open(path));
   EMO_RETURN_IF_ERROR(f.write(data));
   return f.commit();
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return make_error(path, "is a directory, not a file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return make_error(path, std::string("cannot open: ") + std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) return make_error(path, "read error");
+  return out;
 }
 
 }  // namespace emo

@@ -17,7 +17,9 @@ using graph::PointId;
 
 Replayer::Replayer(const graph::Graph& g) : g_(g) {}
 
-void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
+namespace {
+template <class DurFn>
+void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
   const size_t points = g_.num_points();
   out.t_ns.resize(points);
   int64_t begin = std::numeric_limits<int64_t>::max();
@@ -31,7 +33,7 @@ void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
     const NodeId n = graph::node_of(p);
     int64_t v;
     if (graph::is_end(p)) {
-      v = t[p - 1] + dur(dur_ns, n);
+      v = t[p - 1] + dur_of(n, t[p - 1]);
     } else {
       // A start with no predecessor keeps its measured time (the step's anchor).
       v = in_off[p] == in_off[p + 1] ? g_.meas_start_ns[n] : std::numeric_limits<int64_t>::min();
@@ -51,6 +53,15 @@ void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;
+}
+}  // namespace
+
+void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
+  sweep(g_, [&](NodeId n, int64_t) { return dur(dur_ns, n); }, out);
+}
+
+void Replayer::run_dynamic(const std::function<int64_t(NodeId, int64_t)>& dur_at, Timeline& out) const {
+  sweep(g_, dur_at, out);
 }
 
 void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,

@@ -5,6 +5,7 @@
 #include "kineto_writer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 
@@ -113,14 +114,22 @@ void KinetoWriter::header(const TraceHeader& h) {
   fmt::format_to(out, "\n  ],\n");
   fmt::format_to(out, "  \"cupti_version\": 24,\n  \"cuda_runtime_version\": 12040,\n"
                       "  \"cuda_driver_version\": 12040,\n");
-  std::string ranks;
-  for (int r = 0; r < h.world_size; ++r) ranks += fmt::format("{}{}", r ? ", " : "", r);
-  fmt::format_to(out,
-                 "  \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, "
-                 "\"pg_count\": 1, \"pg_config\": [{{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", "
-                 "\"backend_config\": \"cuda:nccl\", \"pg_size\": {}, \"ranks\": [{}]}}], "
-                 "\"nccl_version\": \"2.21.5\"}},\n",
-                 h.rank, h.world_size, h.world_size, ranks);
+  std::vector<PgConfig> groups = h.groups;
+  if (groups.empty()) {
+    groups.push_back(PgConfig{"0", "default_pg", {}});
+    for (int r = 0; r < h.world_size; ++r) groups.back().ranks.push_back(r);
+  }
+  fmt::format_to(out, "  \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, "
+                      "\"pg_count\": {}, \"pg_config\": [",
+                 h.rank, h.world_size, groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    fmt::format_to(out,
+                   "{}{{\"pg_name\": \"{}\", \"pg_desc\": \"{}\", \"backend_config\": \"cuda:nccl\", "
+                   "\"pg_size\": {}, \"ranks\": [{}]}}",
+                   g ? ", " : "", json_escape(groups[g].name), json_escape(groups[g].desc),
+                   groups[g].ranks.size(), fmt::join(groups[g].ranks, ", "));
+  }
+  fmt::format_to(out, "], \"nccl_version\": \"2.21.5\"}},\n");
   fmt::format_to(out,
                  "  \"record_shapes\": {},\n  \"profile_memory\": 0,\n  \"with_stack\": 0,\n"
                  "  \"with_flops\": 0,\n  \"with_modules\": 0,\n  \"trace_id\": \"{:016X}{:016X}\",\n"
@@ -141,13 +150,13 @@ void KinetoWriter::cpu_range(std::string_view cat, std::string_view name, int64_
                    cat, name, pid_, tid_, Us{ts}, Us{dur}, ext_id);
     if (comms) {
       fmt::format_to(out,
-                     "\"Process Group Name\": \"0\", \"Process Group Description\": \"default_pg\", "
-                     "\"Process Group Ranks\": \"{}\", \"Group size\": {}, \"Global rank start\": 0, "
+                     "\"Process Group Name\": \"{}\", \"Process Group Description\": \"{}\", "
+                     "\"Process Group Ranks\": \"{}\", \"Group size\": {}, \"Global rank start\": {}, "
                      "\"Global rank stride\": 1, \"Seq\": {}, \"In msg nelems\": {}, "
                      "\"Out msg nelems\": {}, \"In split size\": \"[]\", \"Out split size\": \"[]\", "
                      "\"dtype\": \"BFloat16\", \"Collective name\": \"{}\", ",
-                     comms->ranks_text, comms->group_size, comms->seq, comms->nelems, comms->nelems,
-                     comms->collective);
+                     comms->pg_name, comms->pg_desc, comms->ranks_text, comms->group_size,
+                     comms->global_rank_start, comms->seq, comms->nelems, comms->nelems, comms->collective);
     }
     if (!extra_args.empty()) {
       sink_->buf().append(extra_args);
@@ -188,11 +197,11 @@ void KinetoWriter::kernel(std::string_view name, std::string_view launch_args, i
       fmt::format_to(out,
                      ", \"Collective name\": \"{}\", \"In msg nelems\": {}, \"Out msg nelems\": {}, "
                      "\"Group size\": {}, \"dtype\": \"BFloat16\", \"In split size\": \"[]\", "
-                     "\"Out split size\": \"[]\", \"Process Group Name\": \"0\", "
-                     "\"Process Group Description\": \"default_pg\", \"Process Group Ranks\": \"{}\", "
+                     "\"Out split size\": \"[]\", \"Process Group Name\": \"{}\", "
+                     "\"Process Group Description\": \"{}\", \"Process Group Ranks\": \"{}\", "
                      "\"Seq\": {}",
-                     comms->collective, comms->nelems, comms->nelems, comms->group_size,
-                     comms->ranks_text, comms->seq);
+                     comms->collective, comms->nelems, comms->nelems, comms->group_size, comms->pg_name,
+                     comms->pg_desc, comms->ranks_text, comms->seq);
     }
     sink_->buf().append(std::string_view("\n    }\n  }"));
   }

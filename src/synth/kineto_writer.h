@@ -55,6 +55,16 @@ struct CollectiveMeta {
   int group_size = 1;
   int64_t seq = 0;
   std::string_view ranks_text;  // "[0, 1]"
+  std::string_view pg_name = "0";
+  std::string_view pg_desc = "default_pg";
+  int global_rank_start = 0;
+};
+
+// One entry of distributedInfo.pg_config.
+struct PgConfig {
+  std::string name;
+  std::string desc;
+  std::vector<int> ranks;
 };
 
 struct TraceHeader {
@@ -64,6 +74,7 @@ struct TraceHeader {
   std::string trace_name;
   uint64_t trace_id = 0;
   bool record_shapes = false;
+  std::vector<PgConfig> groups;  // empty: the default group of all ranks only
 };
 
 // Times are nanoseconds from baseTimeNanoseconds; printed as µs with 3 decimals.

@@ -29,6 +29,25 @@ uint64_t mix_seed(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
+const char* coll_name(Coll c) {
+  switch (c) {
+    case Coll::kAllReduce: return "allreduce";
+    case Coll::kBroadcast: return "broadcast";
+    case Coll::kSend: return "send";
+    case Coll::kRecv: return "recv";
+    case Coll::kCoalesced: return "coalesced";
+  }
+  return "allreduce";
+}
+
+std::vector<GroupDef> process_groups(int ranks, const std::vector<GroupDef>& extra) {
+  GroupDef all{"0", "default_pg", {}};
+  for (int r = 0; r < ranks; ++r) all.ranks.push_back(r);
+  std::vector<GroupDef> out{all};
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
 uint32_t NameTable::id(std::string_view literal) {
   auto it = index_.find(literal);
   if (it != index_.end()) return it->second;
@@ -61,11 +80,16 @@ Sim::Sim(SimConfig config) : cfg_(std::move(config)), world_rng_(mix_seed(cfg_.s
     r.next_ext = 1;
     r.out = cfg_.writers[static_cast<size_t>(i)];
   }
-  fmt::memory_buffer text;
-  text.push_back('[');
-  for (int i = 0; i < cfg_.ranks; ++i) fmt::format_to(fmt::appender(text), "{}{}", i ? ", " : "", i);
-  text.push_back(']');
-  ranks_text_ = fmt::to_string(text);
+  if (cfg_.groups.empty()) cfg_.groups = process_groups(cfg_.ranks, {});
+  for (const GroupDef& def : cfg_.groups) {
+    fmt::memory_buffer text;
+    text.push_back('[');
+    for (size_t i = 0; i < def.ranks.size(); ++i) {
+      fmt::format_to(fmt::appender(text), "{}{}", i ? ", " : "", def.ranks[i]);
+    }
+    text.push_back(']');
+    groups_.push_back(Group{def, fmt::to_string(text), 1});
+  }
 }
 
 int64_t Sim::cpu_ns(Rank& r, double us) {
@@ -115,43 +139,56 @@ Sim::EventRec& Sim::slot(Rank& r, int s) {
 }
 
 void Sim::push(RangeCat cat, uint32_t name, double pre_us, int args) {
-  for (Rank& r : ranks_) {
-    r.stack.push_back(Range{name, cat, args, false, 0, 0, r.now, r.next_ext++, r.next_ev++});
+  for (Rank& r : active()) {
+    r.stack.push_back(Range{name, cat, args, -1, Coll::kAllReduce, 0, 0, r.now, r.next_ext++, r.next_ev++});
     r.now += cpu_ns(r, pre_us);
   }
 }
 
-void Sim::push_comms(uint32_t name, double pre_us, int64_t nelems) {
-  for (Rank& r : ranks_) {
+void Sim::push_comms(uint32_t name, double pre_us, int64_t nelems, int group, Coll coll) {
+  const int64_t seq = groups_[static_cast<size_t>(group)].seq;
+  for (Rank& r : active()) {
     r.stack.push_back(
-        Range{name, RangeCat::kCpuOp, kNoArgs, true, nelems, seq_, r.now, r.next_ext++, r.next_ev++});
+        Range{name, RangeCat::kCpuOp, kNoArgs, group, coll, nelems, seq, r.now, r.next_ext++, r.next_ev++});
     r.now += cpu_ns(r, pre_us);
   }
 }
 
 void Sim::pop(double post_us) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     r.now += cpu_ns(r, post_us);
     Range g = r.stack.back();
     r.stack.pop_back();
-    CollectiveMeta meta{"allreduce", g.nelems, cfg_.ranks, g.seq, ranks_text_};
+    CollectiveMeta meta;
+    if (g.group >= 0) {
+      const Group& grp = groups_[static_cast<size_t>(g.group)];
+      meta = CollectiveMeta{coll_name(g.coll), g.nelems, static_cast<int>(grp.def.ranks.size()), g.seq,
+                            grp.ranks_text, grp.def.name, grp.def.desc, grp.def.ranks.front()};
+    }
     std::string_view extra;
     if (g.args >= 0) extra = (*cfg_.args)[static_cast<size_t>(g.args)];
     r.out->cpu_range(g.cat == RangeCat::kCpuOp ? "cpu_op" : "user_annotation",
                      cfg_.names->text(g.name), g.start, r.now - g.start, g.ext_id, g.ev_idx, extra,
-                     g.comms ? &meta : nullptr);
+                     g.group >= 0 ? &meta : nullptr);
     touch(r, r.now);
   }
 }
 
 void Sim::cpu(double us) {
-  for (Rank& r : ranks_) r.now += cpu_ns(r, us);
+  for (Rank& r : active()) r.now += cpu_ns(r, us);
+}
+
+void Sim::cpu_varied(double us, double sigma) {
+  for (Rank& r : active()) {
+    double f = std::clamp(std::exp(sigma * r.rng.normal()), 0.5, 2.0);
+    r.now += to_ns(us * f);
+  }
 }
 
 void Sim::launch(int kernel, double gpu_us, int stream, LaunchApi api) {
   const KernelDef& k = (*cfg_.kernels)[static_cast<size_t>(kernel)];
   const bool exc = api == LaunchApi::kLaunchKernelExC;
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, exc ? 7.0 : 5.5);
     int64_t corr = r.next_corr++;
@@ -176,7 +213,7 @@ void Sim::memcpy(CopyKind kind, int64_t bytes, int stream) {
                                                : "Memcpy DtoD (Device -> Device)";
   // PCIe Gen5 pinned copies ~45 GB/s; device-to-device ~1.2 TB/s.
   const double bytes_per_us = kind == CopyKind::kDtoD ? 1.2e6 : 4.5e4;
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, kind == CopyKind::kDtoH ? 5.0 : 7.0);
     int64_t corr = r.next_corr++;
@@ -195,7 +232,7 @@ void Sim::memcpy(CopyKind kind, int64_t bytes, int stream) {
 }
 
 void Sim::memset(int64_t bytes, int stream) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, 6.0);
     int64_t corr = r.next_corr++;
@@ -214,7 +251,7 @@ void Sim::memset(int64_t bytes, int stream) {
 }
 
 void Sim::record(int stream, int s) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, 2.0);
     int64_t corr = r.next_corr++;
@@ -230,7 +267,7 @@ void Sim::record(int stream, int s) {
 }
 
 void Sim::wait(int stream, int s) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, 2.2);
     int64_t corr = r.next_corr++;
@@ -249,7 +286,7 @@ void Sim::wait(int stream, int s) {
 }
 
 void Sim::stream_sync(int stream) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t corr = r.next_corr++;
     int64_t min_ns = cpu_ns(r, 2.5);
@@ -268,7 +305,7 @@ void Sim::stream_sync(int stream) {
 }
 
 void Sim::event_sync(int s) {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t corr = r.next_corr++;
     const EventRec& ev = slot(r, s);
@@ -287,7 +324,7 @@ void Sim::event_sync(int s) {
 }
 
 void Sim::device_sync() {
-  for (Rank& r : ranks_) {
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t corr = r.next_corr++;
     int64_t busy_until = 0;
@@ -306,11 +343,14 @@ void Sim::device_sync() {
   }
 }
 
-void Sim::collective(int kernel, int stream, int64_t nelems, int64_t bytes) {
-  const KernelDef& k = (*cfg_.kernels)[static_cast<size_t>(kernel)];
-  // Phase 1: every rank launches and its kernel starts (and spins) on arrival.
-  int64_t last_arrival = 0;
-  for (Rank& r : ranks_) {
+void Sim::collective(int kernel, int stream, int64_t nelems, int64_t bytes, int group, Coll coll) {
+  arrive(kernel, stream, nelems, bytes, group, coll);
+  complete(group);
+}
+
+void Sim::arrive(int kernel, int stream, int64_t nelems, int64_t bytes, int group, Coll coll) {
+  // Every selected rank launches and its kernel starts (and spins) on arrival.
+  for (Rank& r : active()) {
     int64_t t0 = r.now;
     int64_t api_ns = cpu_ns(r, 9.0);
     r.pending_corr = r.next_corr++;
@@ -321,18 +361,52 @@ void Sim::collective(int kernel, int stream, int64_t nelems, int64_t bytes) {
     r.pending_start = start;
     r.pending_launch = t0;
     r.pending_api = std::max(t0 + api_ns, unblocked + to_ns(r.rng.uniform(0.5, 1.5))) - t0;
+    r.pending_group = group;
+    r.pending_kernel = kernel;
+    r.pending_stream = stream;
+    r.pending_nelems = nelems;
+    r.pending_bytes = bytes;
+    r.pending_coll = coll;
     r.now = t0 + r.pending_api;
-    last_arrival = std::max(last_arrival, start);
   }
-  // Phase 2: the data moves once the last rank is there (ring allreduce:
-  // 2(N-1)/N of the buffer crosses each link at ~350 GB/s of bus bandwidth).
-  const int n = cfg_.ranks;
-  double xfer_us = n == 1 ? 4.0
-                          : 8.0 + 2.0 * std::log2(static_cast<double>(n)) +
-                                static_cast<double>(bytes) * 2.0 * (n - 1) / n / 3.5e5;
+}
+
+bool Sim::arrived_all(int group) const {
+  for (int m : groups_[static_cast<size_t>(group)].def.ranks) {
+    if (ranks_[static_cast<size_t>(m)].pending_group != group) return false;
+  }
+  return true;
+}
+
+void Sim::complete(int group) {
+  Group& grp = groups_[static_cast<size_t>(group)];
+  int64_t last_arrival = 0, bytes = 0;
+  for (int m : grp.def.ranks) {
+    const Rank& r = ranks_[static_cast<size_t>(m)];
+    last_arrival = std::max(last_arrival, r.pending_start);
+    bytes = std::max(bytes, r.pending_bytes);
+  }
+  // The data moves once the last rank is there. Ring allreduce: 2(N-1)/N of
+  // the buffer crosses each link at ~350 GB/s of bus bandwidth; a broadcast
+  // moves it once; a point-to-point transfer runs at ~200 GB/s over NVLink.
+  const int n = static_cast<int>(grp.def.ranks.size());
+  const Coll kind = ranks_[static_cast<size_t>(grp.def.ranks[0])].pending_coll;
+  const double b = static_cast<double>(bytes);
+  double xfer_us = 0;
+  if (kind == Coll::kAllReduce) {
+    xfer_us = n == 1 ? 4.0 : 8.0 + 2.0 * std::log2(static_cast<double>(n)) + b * 2.0 * (n - 1) / n / 3.5e5;
+  } else if (kind == Coll::kBroadcast) {
+    xfer_us = n == 1 ? 4.0 : 8.0 + 2.0 * std::log2(static_cast<double>(n)) + b / 3.5e5;
+  } else {
+    xfer_us = 6.0 + b / 2.0e5;
+  }
   int64_t end_all = last_arrival + to_ns(xfer_us * std::clamp(1.0 + 0.03 * world_rng_.normal(), 0.9, 1.1));
-  CollectiveMeta meta{"allreduce", nelems, n, seq_, ranks_text_};
-  for (Rank& r : ranks_) {
+  for (int m : grp.def.ranks) {
+    Rank& r = ranks_[static_cast<size_t>(m)];
+    const KernelDef& k = (*cfg_.kernels)[static_cast<size_t>(r.pending_kernel)];
+    const int stream = r.pending_stream;
+    CollectiveMeta meta{coll_name(r.pending_coll), r.pending_nelems, n, grp.seq, grp.ranks_text,
+                        grp.def.name, grp.def.desc, grp.def.ranks.front()};
     int64_t end = end_all + to_ns(r.rng.uniform(0.0, 0.6));
     int64_t start = r.pending_start;
     r.stream_used[stream] = true;
@@ -346,8 +420,9 @@ void Sim::collective(int kernel, int stream, int64_t nelems, int64_t bytes) {
     r.out->flow_start(r.pending_corr, r.pending_launch);
     r.out->kernel(k.name, k.launch_args, start, end - start, ext, stream, r.pending_corr, &meta);
     r.out->flow_finish(r.pending_corr, start, stream);
+    r.pending_group = -1;
   }
-  ++seq_;
+  ++grp.seq;
 }
 
 void Sim::finish(const std::vector<std::string>& trace_names) {

@@ -4,10 +4,14 @@
 // Workload programs call the operations below once; each is applied to all
 // ranks in lockstep, so collectives see every rank's arrival time, and each
 // rank's events are written to its KinetoWriter as soon as they are known.
+// Programs that differ by rank (pipeline stages) select one rank with only(),
+// run it up to a collective (arrive) and complete the collective once every
+// member of its process group has arrived.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -56,8 +60,16 @@ enum class RangeCat : uint8_t { kCpuOp, kUserAnnotation };
 enum class LaunchApi : uint8_t { kLaunchKernel, kLaunchKernelExC };
 enum class CopyKind : uint8_t { kHtoD, kDtoH, kDtoD };
 
+// What a collective kernel does; decides its transfer time and the
+// "Collective name" PyTorch writes ("allreduce", "broadcast", "send", "recv",
+// "coalesced" for a batched send+recv with one peer).
+enum class Coll : uint8_t { kAllReduce, kBroadcast, kSend, kRecv, kCoalesced };
+const char* coll_name(Coll c);
+
 inline constexpr int kComputeStream = 7;
 inline constexpr int kCommStream = 24;
+inline constexpr int kP2pPrevStream = 28;  // NCCL stream of the communicator with the previous stage
+inline constexpr int kP2pNextStream = 30;  // ... with the next stage
 inline constexpr int kMaxStreams = 32;
 inline constexpr int kNoArgs = -1;
 
@@ -66,8 +78,19 @@ inline constexpr int kNoArgs = -1;
 inline int64_t rank_pid(int rank) { return 2400000 + 1013 * static_cast<int64_t>(rank); }
 inline int rank_device(int rank) { return rank % 8; }
 
+// A process group: "Process Group Name" / "Process Group Description" and its
+// member ranks. Group 0 is always the default group of all ranks.
+struct GroupDef {
+  std::string name;
+  std::string desc;
+  std::vector<int> ranks;
+};
+// distributedInfo.pg_config of every rank: the default group, then `extra`.
+std::vector<GroupDef> process_groups(int ranks, const std::vector<GroupDef>& extra);
+
 struct SimConfig {
   int ranks = 1;
+  std::vector<GroupDef> groups;  // from process_groups(); empty: the default group only
   uint64_t seed = 1;
   std::vector<KinetoWriter*> writers;  // one per rank; may be counting-only
   const std::vector<KernelDef>* kernels = nullptr;
@@ -82,9 +105,16 @@ class Sim {
   // CPU ranges on the main thread: `pre_us` of CPU work before the first child,
   // `post_us` after the last one. The range is written when it closes.
   void push(RangeCat cat, uint32_t name, double pre_us, int args = kNoArgs);
-  void push_comms(uint32_t name, double pre_us, int64_t nelems);  // record_param_comms
+  // record_param_comms of the next collective of `group` (it carries that Seq).
+  void push_comms(uint32_t name, double pre_us, int64_t nelems, int group = 0, Coll coll = Coll::kAllReduce);
   void pop(double post_us);
   void cpu(double us);  // CPU time between ops (Python) that no event covers
+  // CPU time that varies more between ranks and calls than cpu() does (a
+  // dataloader's wait for its workers): `us` times a log-normal factor of
+  // spread `sigma`, clamped to [0.5, 2].
+  void cpu_varied(double us, double sigma);
+  // Later operations apply to `rank` alone; -1 returns to all ranks in lockstep.
+  void only(int rank) { only_ = rank; }
 
   void launch(int kernel, double gpu_us, int stream = kComputeStream,
               LaunchApi api = LaunchApi::kLaunchKernel);
@@ -96,20 +126,27 @@ class Sim {
   void event_sync(int slot);
   void device_sync();
   // NCCL collective kernel: starts on each rank when it gets there, ends when the
-  // last rank has arrived plus the transfer time. `seq` increments per call.
-  void collective(int kernel, int stream, int64_t nelems, int64_t bytes);
+  // last rank has arrived plus the transfer time. The group's Seq increments per call.
+  void collective(int kernel, int stream, int64_t nelems, int64_t bytes, int group = 0,
+                  Coll coll = Coll::kAllReduce);
+  // The two halves of collective() for programs that run one rank at a time:
+  // arrive() launches the kernel on the selected rank(s); once every member of
+  // the group has arrived, complete() ends it on all of them and writes it.
+  void arrive(int kernel, int stream, int64_t nelems, int64_t bytes, int group, Coll coll);
+  bool arrived_all(int group) const;
+  void complete(int group);
 
   // Writes the footer of every rank's trace (metadata, profiler span, closing keys).
   void finish(const std::vector<std::string>& trace_names);
   int ranks() const { return static_cast<int>(ranks_.size()); }
-  int64_t next_seq() const { return seq_; }
 
  private:
   struct Range {
     uint32_t name;
     RangeCat cat;
     int args;
-    bool comms;
+    int group;  // record_param_comms: its process group; -1 otherwise
+    Coll coll;
     int64_t nelems;
     int64_t seq;
     int64_t start;
@@ -139,10 +176,21 @@ class Sim {
     std::vector<EventRec> events;
     int64_t next_corr = 0, next_ext = 0, next_ev = 0;
     KinetoWriter* out = nullptr;
-    // Collective in flight between the two lockstep phases.
+    // Collective in flight between arrive() and complete().
     int64_t pending_start = 0, pending_launch = 0, pending_api = 0, pending_corr = 0;
+    int64_t pending_nelems = 0, pending_bytes = 0;
+    int pending_group = -1, pending_kernel = 0, pending_stream = 0;
+    Coll pending_coll = Coll::kAllReduce;
+  };
+  struct Group {
+    GroupDef def;
+    std::string ranks_text;  // "[0, 1]"
+    int64_t seq = 1;
   };
 
+  std::span<Rank> active() {
+    return only_ < 0 ? std::span<Rank>(ranks_) : std::span<Rank>(&ranks_[static_cast<size_t>(only_)], 1);
+  }
   int64_t cpu_ns(Rank& r, double us);
   int64_t gpu_ns(Rank& r, double us);
   int64_t ext_of(const Rank& r) const;
@@ -155,9 +203,9 @@ class Sim {
 
   SimConfig cfg_;
   std::vector<Rank> ranks_;
+  std::vector<Group> groups_;
   Rng world_rng_;
-  int64_t seq_ = 1;
-  std::string ranks_text_;
+  int only_ = -1;
 };
 
 }  // namespace emo::synth::detail

@@ -22,14 +22,15 @@ constexpr int kMaxRanks = 512;  // one open file per rank while writing
 constexpr int kMaxLayers = 10'000'000;
 constexpr int kMaxSteps = 100'000;
 constexpr int kMaxDecodeTokens = 100'000;
+constexpr int kMaxMicrobatches = 100'000;
 
 std::string file_name(const Options& o, int rank) {
   return fmt::format("{}_rank{}.json", workload_name(o.workload), rank);
 }
 
 // Runs the workload for every rank, writing rank r into sinks[r]. Returns the
-// event count of each rank's trace.
-std::vector<int64_t> simulate(const Options& o, int layers, std::vector<detail::TraceSink*>& sinks) {
+// event count of each rank's trace. `o` is already resolved (no min_events).
+std::vector<int64_t> simulate(const Options& o, std::vector<detail::TraceSink*>& sinks) {
   using namespace detail;
   Catalog cat = make_catalog();
   std::vector<std::unique_ptr<KinetoWriter>> writers;
@@ -39,6 +40,10 @@ std::vector<int64_t> simulate(const Options& o, int layers, std::vector<detail::
   cfg.kernels = &cat.kernels;
   cfg.names = &cat.names;
   cfg.args = &cat.args;
+  cfg.groups = process_groups(o.ranks, o.workload == Workload::kTrainPP ? pipeline_groups(o.ranks)
+                                                                        : std::vector<GroupDef>{});
+  std::vector<PgConfig> pg_config;
+  for (const GroupDef& g : cfg.groups) pg_config.push_back(PgConfig{g.name, g.desc, g.ranks});
   std::vector<std::string> names;
   for (int r = 0; r < o.ranks; ++r) {
     writers.push_back(std::make_unique<KinetoWriter>(sinks[static_cast<size_t>(r)], rank_pid(r),
@@ -52,17 +57,21 @@ std::vector<int64_t> simulate(const Options& o, int layers, std::vector<detail::
     h.trace_name = names.back();
     h.trace_id = mix_seed(o.seed, 1000 + static_cast<uint64_t>(r));
     h.record_shapes = true;
+    if (cfg.groups.size() > 1) h.groups = pg_config;
     writers.back()->header(h);
   }
   Sim sim(std::move(cfg));
   ProgramShape shape;
-  shape.layers = layers;
+  shape.layers = o.layers;
   shape.steps = o.steps;
   shape.decode_tokens = o.decode_tokens;
-  if (o.workload == Workload::kTrainDP) {
-    run_train_dp(sim, cat, shape);
-  } else {
-    run_infer_decode(sim, cat, shape);
+  shape.microbatches = o.microbatches;
+  switch (o.workload) {
+    case Workload::kTrainDP: run_train_dp(sim, cat, shape); break;
+    case Workload::kTrainPP: run_train_pp(sim, cat, shape); break;
+    case Workload::kTrainTP: run_train_tp(sim, cat, shape); break;
+    case Workload::kInferDecode: run_infer_decode(sim, cat, shape); break;
+    case Workload::kDataloader: run_dataloader(sim, cat, shape); break;
   }
   sim.finish(names);
   std::vector<int64_t> counts;
@@ -70,27 +79,57 @@ std::vector<int64_t> simulate(const Options& o, int layers, std::vector<detail::
   return counts;
 }
 
-// Events per file without formatting anything. Every rank has the same
-// structure, and ranks >= 2 all behave alike, so two ranks suffice.
-int64_t dry_count(const Options& o, int layers) {
+// Events per file without formatting anything; where ranks differ, the
+// smallest count. Pipeline stages differ, and tensor-parallel shards have
+// optimizer launches by their size; elsewhere ranks >= 2 all behave alike, so
+// two ranks suffice.
+int64_t dry_count(const Options& o) {
   Options small = o;
-  small.ranks = std::min(o.ranks, 2);
+  if (o.workload != Workload::kTrainPP && o.workload != Workload::kTrainTP) small.ranks = std::min(o.ranks, 2);
   std::vector<detail::TraceSink> sinks;
   for (int r = 0; r < small.ranks; ++r) sinks.push_back(detail::TraceSink::counting());
   std::vector<detail::TraceSink*> ptrs;
   for (auto& s : sinks) ptrs.push_back(&s);
-  return simulate(small, layers, ptrs)[0];
+  std::vector<int64_t> counts = simulate(small, ptrs);
+  return *std::min_element(counts.begin(), counts.end());
 }
 
 }  // namespace
 
 Result<Workload> parse_workload(const std::string& name) {
-  if (name == "train-dp") return Workload::kTrainDP;
-  if (name == "infer-decode") return Workload::kInferDecode;
-  return make_error("", "unknown workload '" + name + "'", "WORKLOAD is train-dp or infer-decode");
+  for (Workload w : kAllWorkloads) {
+    if (name == workload_name(w)) return w;
+  }
+  return make_error("", "unknown workload '" + name + "'",
+                    "WORKLOAD is one of train-dp, train-pp, train-tp, infer-decode, dataloader");
 }
 
-const char* workload_name(Workload w) { return w == Workload::kTrainDP ? "train-dp" : "infer-decode"; }
+const char* workload_name(Workload w) {
+  switch (w) {
+    case Workload::kTrainDP: return "train-dp";
+    case Workload::kTrainPP: return "train-pp";
+    case Workload::kTrainTP: return "train-tp";
+    case Workload::kInferDecode: return "infer-decode";
+    case Workload::kDataloader: return "dataloader";
+  }
+  return "train-dp";
+}
+
+const char* workload_summary(Workload w) {
+  switch (w) {
+    case Workload::kTrainDP:
+      return "data-parallel transformer training; gradient allreduce overlaps the backward pass";
+    case Workload::kTrainPP:
+      return "1F1B pipeline training, one stage per rank (--microbatches); send/recv, bubbles";
+    case Workload::kTrainTP:
+      return "tensor-parallel transformer layers; blocking allreduces on the critical path";
+    case Workload::kInferDecode:
+      return "LLM inference: prefill, then a CPU-launch-bound decode loop of small kernels";
+    case Workload::kDataloader:
+      return "CPU-bound input pipeline; each step waits for the DataLoader while the GPU idles";
+  }
+  return "";
+}
 
 Status validate(const Options& o) {
   auto range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) -> Status {
@@ -101,29 +140,41 @@ Status validate(const Options& o) {
   EMO_RETURN_IF_ERROR(range("--layers", o.layers, 1, kMaxLayers));
   EMO_RETURN_IF_ERROR(range("--steps", o.steps, 1, kMaxSteps));
   EMO_RETURN_IF_ERROR(range("--decode-tokens", o.decode_tokens, 1, kMaxDecodeTokens));
+  EMO_RETURN_IF_ERROR(range("--microbatches", o.microbatches, 1, kMaxMicrobatches));
   EMO_RETURN_IF_ERROR(range("--min-events", o.min_events, 0, int64_t{2'000'000'000}));
   return {};
 }
 
-int resolve_layers(const Options& o) {
-  if (o.min_events <= 0) return o.layers;
-  // Events grow linearly with layers (up to bucket parity): fit on 1 and 2
-  // layers, jump close, then step up until the count is reached.
-  int64_t c1 = dry_count(o, 1), c2 = dry_count(o, 2);
+Options resolve(const Options& o) {
+  Options out = o;
+  out.min_events = 0;
+  if (o.min_events <= 0) return out;
+  // Events grow linearly with the size knob (up to bucket parity): fit on 1
+  // and 2, jump close, then step up until the count is reached.
+  const bool by_steps = o.workload == Workload::kDataloader;
+  int* knob = by_steps ? &out.steps : &out.layers;
+  const int start = *knob, max = by_steps ? kMaxSteps : kMaxLayers;
+  auto count_at = [&](int k) {
+    *knob = k;
+    return dry_count(out);
+  };
+  int64_t c1 = count_at(1), c2 = count_at(2);
   int64_t per = std::max<int64_t>(1, c2 - c1);
   int64_t base = c1 - per;
   int64_t want = (o.min_events - base + per - 1) / per;
-  int layers = static_cast<int>(std::clamp<int64_t>(want, o.layers, kMaxLayers));
-  for (int64_t have = dry_count(o, layers); have < o.min_events && layers < kMaxLayers;
-       have = dry_count(o, layers)) {
-    layers = static_cast<int>(std::min<int64_t>(kMaxLayers, layers + (o.min_events - have) / per + 1));
+  int k = static_cast<int>(std::clamp<int64_t>(want, start, max));
+  for (int64_t have = count_at(k); have < o.min_events && k < max; have = count_at(k)) {
+    k = static_cast<int>(std::min<int64_t>(max, k + (o.min_events - have) / per + 1));
   }
-  return layers;
+  *knob = k;
+  return out;
 }
+
+int resolve_layers(const Options& o) { return resolve(o).layers; }
 
 int64_t count_events(const Options& o) {
   if (!validate(o).ok()) return 0;
-  return dry_count(o, resolve_layers(o));
+  return dry_count(resolve(o));
 }
 
 std::string render_trace(const Options& o, int rank) {
@@ -136,7 +187,7 @@ std::string render_trace(const Options& o, int rank) {
   }
   std::vector<detail::TraceSink*> ptrs;
   for (auto& s : sinks) ptrs.push_back(&s);
-  simulate(o, resolve_layers(o), ptrs);
+  simulate(resolve(o), ptrs);
   return text;
 }
 
@@ -148,7 +199,7 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
     return make_error(dir, "cannot create output directory" + (ec ? ": " + ec.message() : std::string()),
                       "pass a writable directory with -o");
   }
-  const int layers = resolve_layers(o);
+  const Options sized = resolve(o);
   std::vector<std::unique_ptr<AtomicFile>> out;
   std::vector<detail::TraceSink> sinks;
   sinks.reserve(static_cast<size_t>(o.ranks));
@@ -164,7 +215,7 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
   }
   std::vector<detail::TraceSink*> ptrs;
   for (auto& s : sinks) ptrs.push_back(&s);
-  std::vector<int64_t> counts = simulate(o, layers, ptrs);
+  std::vector<int64_t> counts = simulate(sized, ptrs);
   // Commit only when every file was written whole; otherwise the AtomicFile
   // destructors remove all the temporaries.
   for (auto& s : sinks) {
@@ -174,8 +225,8 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
   for (int r = 0; r < o.ranks; ++r) {
     EMO_RETURN_IF_ERROR(out[static_cast<size_t>(r)]->commit());
     if (files) {
-      files->push_back(FileInfo{paths[static_cast<size_t>(r)], r, layers, counts[static_cast<size_t>(r)],
-                                sinks[static_cast<size_t>(r)].bytes()});
+      files->push_back(FileInfo{paths[static_cast<size_t>(r)], r, sized.layers, sized.steps,
+                                counts[static_cast<size_t>(r)], sinks[static_cast<size_t>(r)].bytes()});
     }
   }
   return {};

@@ -75,5 +75,11 @@ expect 1 "whatif bad factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=fast
 expect 1 "whatif bad regex" -- "$emo" whatif "$tmp/good.json" --scale '(=2'
 expect 1 "unknown step" -- "$emo" analyze "$tmp/good.json" --step 99
 
+# calibrate: only a device that runs benchmarks will do; the note names the accepted forms.
+expect 1 "calibrate unknown device" -- "$emo" calibrate --device no-such-gpu
+grep -q '^note: .*nvml:N' "$tmp/err" || { echo "FAIL: calibrate: no note naming nvml:N"; fails=$((fails + 1)); }
+expect 1 "calibrate bad nvml index" -- "$emo" calibrate --device nvml:x
+expect 2 "calibrate without --device" -- "$emo" calibrate
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1,7 +1,10 @@
 // Behaviour of `emo synth`: deterministic output, valid JSON in the modern
 // Kineto spelling, and a timeline as consistent as a real multi-rank run
 // (launch before kernel, serial streams, nested CPU events, collectives that
-// end together, comm/compute overlap, a CPU-bound decode loop).
+// end together, comm/compute overlap, a CPU-bound decode loop), and for each
+// family the structure it is there for, as emo's own analysis sees it
+// (replay matches, pipeline bubbles, communication on the critical path, an
+// input-bound step).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "emo/analysis/analysis.h"
 #include "emo/synth/synth.h"
 #include "test_util.h"
 
@@ -32,6 +37,7 @@ Options small(Workload w, int ranks) {
   o.layers = 3;
   o.steps = 2;
   o.decode_tokens = 6;
+  o.microbatches = 4;
   o.seed = 7;
   return o;
 }
@@ -115,13 +121,25 @@ int64_t busy_within(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int
   return busy + (cur_e - cur_b);
 }
 
-TEST(Synth, ParseWorkloadAcceptsTheTwoNamesOnly) {
+TEST(Synth, ParseWorkloadAcceptsTheFamilyNamesOnly) {
   ASSERT_TRUE(parse_workload("train-dp").ok());
   EXPECT_EQ(*parse_workload("train-dp"), Workload::kTrainDP);
   EXPECT_EQ(*parse_workload("infer-decode"), Workload::kInferDecode);
+  EXPECT_EQ(*parse_workload("train-pp"), Workload::kTrainPP);
+  EXPECT_EQ(*parse_workload("train-tp"), Workload::kTrainTP);
+  EXPECT_EQ(*parse_workload("dataloader"), Workload::kDataloader);
+  std::set<std::string> names;
+  for (Workload w : kAllWorkloads) {
+    ASSERT_TRUE(parse_workload(workload_name(w)).ok()) << workload_name(w);
+    EXPECT_EQ(*parse_workload(workload_name(w)), w);
+    EXPECT_GT(std::string(workload_summary(w)).size(), 20u);
+    names.insert(workload_name(w));
+  }
+  EXPECT_EQ(names.size(), std::size(kAllWorkloads));
   auto bad = parse_workload("train");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().what.find("train"), std::string::npos);
+  EXPECT_NE(bad.error().note.find("dataloader"), std::string::npos);
   EXPECT_STREQ(workload_name(Workload::kInferDecode), "infer-decode");
 }
 
@@ -141,6 +159,10 @@ TEST(Synth, ValidateRejectsOutOfRangeOptions) {
   o.min_events = -5;
   EXPECT_FALSE(validate(o).ok());
   o = Options{};
+  o.microbatches = 0;
+  ASSERT_FALSE(validate(o).ok());
+  EXPECT_NE(validate(o).error().what.find("--microbatches"), std::string::npos);
+  o = Options{};
   o.ranks = -2;
   EXPECT_TRUE(render_trace(o, 0).empty());
 }
@@ -155,6 +177,14 @@ TEST(Synth, SameSeedGivesIdenticalBytesOtherSeedDiffers) {
   EXPECT_NE(render_trace(o, 1), a);
   Options d = small(Workload::kInferDecode, 1);
   EXPECT_EQ(render_trace(d, 0), render_trace(d, 0));
+  for (Workload w : {Workload::kTrainPP, Workload::kTrainTP, Workload::kDataloader}) {
+    Options n = small(w, 3);
+    std::string x = render_trace(n, 2);
+    ASSERT_FALSE(x.empty()) << workload_name(w);
+    EXPECT_EQ(render_trace(n, 2), x) << workload_name(w);
+    n.seed = 8;
+    EXPECT_NE(render_trace(n, 2), x) << workload_name(w);
+  }
 }
 
 TEST(Synth, TraceHasModernKinetoTopLevelKeys) {
@@ -240,6 +270,9 @@ void expect_launch_links(const Trace& t) {
 TEST(Synth, EveryGpuOpHasAnEarlierLaunchWithTheSameCorrelation) {
   expect_launch_links(render(small(Workload::kTrainDP, 2), 0));
   expect_launch_links(render(small(Workload::kInferDecode, 2), 1));
+  expect_launch_links(render(small(Workload::kTrainPP, 3), 1));
+  expect_launch_links(render(small(Workload::kTrainTP, 2), 1));
+  expect_launch_links(render(small(Workload::kDataloader, 2), 0));
 }
 
 void expect_streams_serial(const Trace& t) {
@@ -261,6 +294,9 @@ TEST(Synth, OpsOnOneStreamNeverOverlap) {
   for (const Ev* g : train.gpu_ops()) streams.insert(g->arg("stream"));
   EXPECT_EQ(streams.size(), 2u);  // compute and NCCL
   expect_streams_serial(render(small(Workload::kInferDecode, 1), 0));
+  for (Workload w : {Workload::kTrainPP, Workload::kTrainTP, Workload::kDataloader}) {
+    for (int r : {0, 1}) expect_streams_serial(render(small(w, 3), r));
+  }
 }
 
 void expect_cpu_nesting(const Trace& t) {
@@ -290,6 +326,9 @@ void expect_cpu_nesting(const Trace& t) {
 TEST(Synth, CpuEventsOnTheMainThreadNest) {
   expect_cpu_nesting(render(small(Workload::kTrainDP, 2), 0));
   expect_cpu_nesting(render(small(Workload::kInferDecode, 2), 0));
+  for (Workload w : {Workload::kTrainPP, Workload::kTrainTP, Workload::kDataloader}) {
+    for (int r : {0, 2}) expect_cpu_nesting(render(small(w, 3), r));
+  }
 }
 
 TEST(Synth, LinearOpsNestTheirLaunches) {
@@ -469,8 +508,9 @@ TEST(Synth, SyncCallsEndAfterTheWorkTheyWaitFor) {
 }
 
 TEST(Synth, ProfilerStepsCoverTheirWork) {
-  for (Workload w : {Workload::kTrainDP, Workload::kInferDecode}) {
-    Options o = small(w, 2);
+  for (Workload w : kAllWorkloads) {
+    SCOPED_TRACE(workload_name(w));
+    Options o = small(w, 3);
     Trace t = render(o, 1);
     std::vector<const Ev*> steps;
     for (const Ev* a : t.of("user_annotation")) {
@@ -525,6 +565,217 @@ TEST(Synth, MinEventsRaisesLayersUntilReached) {
   Options d = small(Workload::kInferDecode, 2);
   d.min_events = 20000;
   EXPECT_GE(static_cast<int64_t>(render(d, 1).doc["traceEvents"].size()), 20000);
+}
+
+TEST(Synth, MinEventsSizesEveryFamily) {
+  for (Workload w : kAllWorkloads) {
+    SCOPED_TRACE(workload_name(w));
+    Options o = small(w, 3);
+    o.min_events = 15000;
+    Options sized = resolve(o);
+    EXPECT_EQ(sized.min_events, 0);
+    // The input pipeline grows by steps (more layers would end the input bound); the rest by layers.
+    const bool by_steps = w == Workload::kDataloader;
+    EXPECT_EQ(by_steps ? sized.layers : sized.steps, by_steps ? o.layers : o.steps);
+    EXPECT_GT(by_steps ? sized.steps : sized.layers, by_steps ? o.steps : o.layers);
+    const int64_t expected = count_events(o);
+    EXPECT_GE(expected, o.min_events);
+    // Every rank's file reaches it; the smallest is what count_events reports.
+    int64_t smallest = INT64_MAX;
+    for (int r = 0; r < o.ranks; ++r) {
+      int64_t n = static_cast<int64_t>(render(sized, r).doc["traceEvents"].size());
+      EXPECT_GE(n, o.min_events) << "rank " << r;
+      smallest = std::min(smallest, n);
+    }
+    EXPECT_EQ(smallest, expected);
+    // One step of the size knob less would not have been enough.
+    Options fewer = sized;
+    (by_steps ? fewer.steps : fewer.layers) -= 1;
+    EXPECT_LT(count_events(fewer), o.min_events);
+  }
+}
+
+// The traces written to disk, read back by emo's reader, and the graph of
+// their last complete step, replayed.
+struct Analyzed {
+  std::unique_ptr<analysis::Workload> w;
+  analysis::Analysis a;
+};
+
+Analyzed analyze_traces(const Options& o, const std::string& tag) {
+  Analyzed out;
+  std::string dir = test::temp_dir(tag);
+  std::vector<std::string> paths;
+  Status st = write_traces(o, dir, &paths);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
+  if (!st.ok()) return out;
+  auto w = analysis::load(paths, {});
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+  if (!w.ok()) return out;
+  out.w = std::make_unique<analysis::Workload>(std::move(*w));
+  out.a = analysis::analyze(*out.w);
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+int64_t path_ns(const analysis::Analysis& a, const std::string& category) {
+  for (const auto& part : a.critical_path.breakdown) {
+    if (part.category == category) return part.ns;
+  }
+  return 0;
+}
+
+TEST(Synth, EveryFamilyReadsBackAndReplaysWithinOnePercent) {
+  for (Workload w : kAllWorkloads) {
+    for (int ranks : {1, 3}) {
+      SCOPED_TRACE(std::string(workload_name(w)) + " ranks " + std::to_string(ranks));
+      Analyzed r = analyze_traces(small(w, ranks), "synth_replay");
+      ASSERT_TRUE(r.w);
+      EXPECT_EQ(r.w->ranks.size(), static_cast<size_t>(ranks));
+      EXPECT_LT(std::abs(r.a.replay_error_pct), 1.0);
+      EXPECT_GT(r.a.measured_span_ns, 0);
+      const auto& stats = r.w->graph.stats;
+      EXPECT_EQ(stats.gpu_ops_without_launch, 0);
+      EXPECT_EQ(stats.edges_dropped_inconsistent, 0);
+      if (ranks > 1) {
+        EXPECT_GT(stats.collectives_matched, 0);
+        EXPECT_EQ(stats.collectives_unmatched, 0);
+      }
+    }
+  }
+}
+
+// Union of the step's compute (non-NCCL) GPU ops on this rank, as a share of the last step.
+double compute_busy_share(const Trace& t) {
+  const Ev* step = nullptr;
+  for (const Ev* a : t.of("user_annotation")) {
+    if (a->name.rfind("ProfilerStep#", 0) == 0 && (!step || a->ts > step->ts)) step = a;
+  }
+  if (!step) return 1.0;
+  std::vector<std::pair<int64_t, int64_t>> compute;
+  for (const Ev* g : t.gpu_ops()) {
+    if (g->name.rfind("nccl", 0) != 0) compute.push_back({g->ts, g->end()});
+  }
+  return static_cast<double>(busy_within(compute, step->ts, step->end())) / static_cast<double>(step->dur);
+}
+
+TEST(Synth, PipelineStagesPairTheirSendRecvAndLeaveBubbles) {
+  for (auto [stages, micro] : {std::pair{4, 6}, std::pair{3, 2}, std::pair{2, 1}}) {
+    SCOPED_TRACE(std::to_string(stages) + " stages, " + std::to_string(micro) + " microbatches");
+    Options o = small(Workload::kTrainPP, stages);
+    o.microbatches = micro;
+    o.layers = 2;
+    Analyzed r = analyze_traces(o, "synth_pp");
+    ASSERT_TRUE(r.w);
+    EXPECT_LT(std::abs(r.a.replay_error_pct), 1.0);
+    // 1F1B moves M activations forward and M gradients backward over each link;
+    // the steady phase's send+recv pairs share one kernel, so a link carries
+    // M + warmup(s) transfers, warmup(s) = min(stages - s - 1, M). Plus the
+    // grad-norm allreduce over all stages.
+    int64_t expected = 1;
+    for (int s = 0; s + 1 < stages; ++s) expected += micro + std::min(stages - s - 1, micro);
+    EXPECT_EQ(r.w->graph.stats.collectives_matched, expected);
+    EXPECT_EQ(r.w->graph.stats.collectives_unmatched, 0);
+    // Bubbles: the first stage's GPU is idle for part of the step, and it runs
+    // no compute for at least half of the ideal 1F1B bubble (S-1)/(M+S-1)
+    // (the rest of the wait is spent inside SendRecv kernels, as NCCL does).
+    ASSERT_FALSE(r.a.gpus.empty());
+    EXPECT_GT(r.a.gpus[0].idle_ns, 0);
+    const double bubble = static_cast<double>(stages - 1) / (micro + stages - 1);
+    Trace first = render(o, 0);
+    EXPECT_LT(compute_busy_share(first), 1.0 - bubble / 2) << "bubble " << bubble;
+    // Each SendRecv names the pair's own process group; the pair agrees on Seq.
+    std::map<std::pair<std::string, int64_t>, int> pairs;
+    for (int rank = 0; rank < stages; ++rank) {
+      Trace t = render(o, rank);
+      for (const Ev* k : t.of("kernel")) {
+        if (k->name.rfind("ncclDevKernel_SendRecv", 0) != 0) continue;
+        const std::string pg_ranks = (*k->args)["Process Group Ranks"];
+        const std::string coll = (*k->args)["Collective name"];
+        EXPECT_TRUE(coll == "send" || coll == "recv" || coll == "coalesced") << coll;
+        EXPECT_EQ(k->arg("Group size"), 2);
+        EXPECT_TRUE(pg_ranks == "[" + std::to_string(rank - 1) + ", " + std::to_string(rank) + "]" ||
+                    pg_ranks == "[" + std::to_string(rank) + ", " + std::to_string(rank + 1) + "]")
+            << pg_ranks;
+        EXPECT_NE(k->arg("stream"), 7);
+        ++pairs[{(*k->args)["Process Group Name"].get<std::string>(), k->arg("Seq")}];
+      }
+    }
+    for (const auto& [key, n] : pairs) EXPECT_EQ(n, 2) << "group " << key.first << " Seq " << key.second;
+  }
+}
+
+TEST(Synth, PipelineLastStageIsTheSlowest) {
+  Options o = small(Workload::kTrainPP, 3);
+  // Forward + backward of one microbatch: the loss head makes the last stage the busiest.
+  std::vector<double> busy;
+  for (int r = 0; r < o.ranks; ++r) busy.push_back(compute_busy_share(render(o, r)));
+  EXPECT_GT(busy[2], busy[1]);
+  EXPECT_GT(busy[2], busy[0]);
+}
+
+TEST(Synth, TensorParallelAllreducesSitOnTheCriticalPath) {
+  Options o = small(Workload::kTrainTP, 2);
+  Analyzed r = analyze_traces(o, "synth_tp");
+  ASSERT_TRUE(r.w);
+  EXPECT_LT(std::abs(r.a.replay_error_pct), 1.0);
+  EXPECT_GT(path_ns(r.a, "communication"), 0);
+  // Two allreduces per layer in the forward, on the compute stream itself, so
+  // the next kernel there starts only after the allreduce ends; the backward's
+  // input-gradient allreduces run on another stream beside the weight-gradient GEMMs.
+  Trace t = render(o, 0);
+  int inline_ar = 0, side_ar = 0;
+  std::vector<std::pair<int64_t, int64_t>> gemms;
+  for (const Ev* k : t.of("kernel")) {
+    if (k->name.find("gemm") != std::string::npos) gemms.push_back({k->ts, k->end()});
+  }
+  for (const Ev* k : t.of("kernel")) {
+    if (k->name.rfind("ncclDevKernel_AllReduce", 0) != 0) continue;
+    if (k->arg("stream") == 7) {
+      ++inline_ar;
+    } else if (busy_within(gemms, k->ts, k->end()) > 0) {
+      ++side_ar;
+    }
+  }
+  EXPECT_GE(inline_ar, 2 * o.layers * o.steps);
+  EXPECT_GE(side_ar, 2 * o.layers * o.steps);
+  // With one rank there is nothing to reduce.
+  for (const Ev* k : render(small(Workload::kTrainTP, 1), 0).of("kernel")) {
+    EXPECT_EQ(k->name.rfind("nccl", 0), std::string::npos) << k->name;
+  }
+}
+
+TEST(Synth, DataloaderStepWaitsOnTheCpuWhileTheGpuIdles) {
+  for (int ranks : {1, 2}) {
+    SCOPED_TRACE("ranks " + std::to_string(ranks));
+    Options o = small(Workload::kDataloader, ranks);
+    Analyzed r = analyze_traces(o, "synth_dl");
+    ASSERT_TRUE(r.w);
+    ASSERT_EQ(r.a.gpus.size(), static_cast<size_t>(ranks));
+    for (const auto& g : r.a.gpus) {
+      EXPECT_GT(static_cast<double>(g.idle_ns) / static_cast<double>(g.idle_ns + g.busy_ns), 0.5) << "rank " << g.rank;
+    }
+    // The critical path is mostly the main thread: waiting for the loader, pinning, launching.
+    const int64_t cpu = path_ns(r.a, "cpu");
+    for (const auto& part : r.a.critical_path.breakdown) EXPECT_GE(cpu, part.ns) << part.category;
+    EXPECT_GT(static_cast<double>(cpu) / static_cast<double>(r.a.critical_path.length_ns), 0.5);
+    // Each step opens with the DataLoader's __next__, longer than all the step's GPU work.
+    Trace t = render(o, 0);
+    std::vector<std::pair<int64_t, int64_t>> gpu;
+    for (const Ev* g : t.gpu_ops()) gpu.push_back({g->ts, g->end()});
+    int loads = 0;
+    for (const Ev* a : t.of("user_annotation")) {
+      if (a->name != "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") continue;
+      ++loads;
+      const Ev* step = nullptr;
+      for (const Ev* s : t.of("user_annotation")) {
+        if (s->name.rfind("ProfilerStep#", 0) == 0 && s->ts <= a->ts && a->end() <= s->end()) step = s;
+      }
+      ASSERT_NE(step, nullptr);
+      EXPECT_GT(a->dur, busy_within(gpu, step->ts, step->end()));
+    }
+    EXPECT_EQ(loads, o.steps);
+  }
 }
 
 TEST(Synth, WriteTracesWritesOneCompleteFilePerRank) {
@@ -584,9 +835,24 @@ TEST(Synth, CliBadValuesExit1AndUsageErrorsExit2) {
   EXPECT_EQ(run_cli("synth train-dp --ranks 0 -o " + dir, &err), 1);
   EXPECT_NE(err.find("--ranks"), std::string::npos) << err;
   EXPECT_EQ(run_cli("synth infer-decode --decode-tokens 0 -o " + dir), 1);
+  EXPECT_EQ(run_cli("synth train-pp --microbatches 0 -o " + dir, &err), 1);
+  EXPECT_NE(err.find("--microbatches"), std::string::npos) << err;
   EXPECT_EQ(run_cli("synth train-dp"), 2);                         // -o missing
   EXPECT_EQ(run_cli("synth train-dp --ranks two -o " + dir), 2);  // not a number
   EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST(Synth, CliHelpListsEveryFamily) {
+  std::string out = test::temp_dir("synth_cli_help") + "/help.txt";
+  ASSERT_EQ(std::system((std::string(EMO_BINARY) + " synth --help > " + out + " 2>&1").c_str()), 0);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  for (Workload w : kAllWorkloads) {
+    EXPECT_NE(ss.str().find(workload_name(w)), std::string::npos) << workload_name(w);
+    EXPECT_NE(ss.str().find(workload_summary(w)), std::string::npos) << workload_name(w);
+  }
+  EXPECT_NE(ss.str().find("--microbatches"), std::string::npos);
 }
 
 TEST(Synth, CliWritesFilesAndJsonSummary) {

@@ -25,5 +25,10 @@ void add_whatif(CLI::App& root, Action& action);
 void add_synth(CLI::App& root, Action& action);
 void add_devices(CLI::App& root, Action& action);
 void add_model_check(CLI::App& root, Action& action);
+void add_pack(CLI::App& root, Action& action);
+void add_optimize(CLI::App& root, Action& action);
+void add_evaluate(CLI::App& root, Action& action);
+void add_pipeline(CLI::App& root, Action& action);
+void add_calibrate(CLI::App& root, Action& action);
 
 }  // namespace emo::cli

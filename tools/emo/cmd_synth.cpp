@@ -1,6 +1,6 @@
 // `emo synth WORKLOAD -o DIR`: writes realistic Kineto traces, one per rank,
-// of a data-parallel training step or a CPU-launch-bound decode loop; the
-// built-in example input and the benchmark's large input (--min-events).
+// of one of the workload families (docs/workloads.md); the built-in example
+// input and the benchmark's large input (--min-events).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -42,7 +42,8 @@ int run_synth(const SynthArgs& a) {
     j["workload"] = synth::workload_name(o.workload);
     j["ranks"] = o.ranks;
     j["layers"] = files.empty() ? o.layers : files[0].layers;
-    j["steps"] = o.steps;
+    j["steps"] = files.empty() ? o.steps : files[0].steps;
+    if (o.workload == synth::Workload::kTrainPP) j["microbatches"] = o.microbatches;
     j["seed"] = o.seed;
     j["files"] = nlohmann::json::array();
     j["events"] = nlohmann::json::array();
@@ -63,19 +64,30 @@ void add_synth(CLI::App& root, Action& action) {
   auto args = std::make_shared<SynthArgs>();
   auto* sub = root.add_subcommand(
       "synth", "Generate realistic Kineto traces (one file per rank) of a synthetic workload");
-  sub->add_option("WORKLOAD", args->workload, "train-dp or infer-decode")->required();
+  std::string families = "Workload families:";
+  for (synth::Workload w : synth::kAllWorkloads) {
+    std::string name = synth::workload_name(w);
+    families += "\n  " + name + std::string(14 - name.size(), ' ') + synth::workload_summary(w);
+  }
+  sub->footer(families + "\nSee docs/workloads.md for the structure each one exercises.");
+  sub->add_option("WORKLOAD", args->workload, "train-dp, train-pp, train-tp, infer-decode or dataloader")
+      ->required();
   sub->add_option("-o,--out", args->out_dir, "Output directory (created if needed)")->required();
   sub->add_option("--ranks", args->options.ranks, "Ranks (one trace file each)")->capture_default_str();
-  sub->add_option("--layers", args->options.layers, "Transformer layers")->capture_default_str();
+  sub->add_option("--layers", args->options.layers,
+                  "Transformer layers (train-pp: per stage; dataloader: residual blocks)")
+      ->capture_default_str();
   sub->add_option("--steps", args->options.steps, "ProfilerStep#N iterations per file")
       ->capture_default_str();
   sub->add_option("--decode-tokens", args->options.decode_tokens,
                   "infer-decode: decode iterations per step")
       ->capture_default_str();
+  sub->add_option("--microbatches", args->options.microbatches, "train-pp: microbatches per step")
+      ->capture_default_str();
   sub->add_option("--seed", args->options.seed, "Random seed (same seed, same bytes)")
       ->capture_default_str();
   sub->add_option("--min-events", args->options.min_events,
-                  "Raise --layers until each file has at least this many events")
+                  "Raise --layers (dataloader: --steps) until each file has at least this many events")
       ->capture_default_str();
   sub->add_option("--json", args->json, "Write the list of files as JSON to FILE ('-' for stdout)");
   sub->callback([&action, args] { action = [args] { return run_synth(*args); }; });

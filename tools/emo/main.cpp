@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   emo::cli::add_synth(app, action);
   emo::cli::add_devices(app, action);
   emo::cli::add_model_check(app, action);
+  emo::cli::add_pack(app, action);
+  emo::cli::add_optimize(app, action);
+  emo::cli::add_evaluate(app, action);
+  emo::cli::add_pipeline(app, action);
+  emo::cli::add_calibrate(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

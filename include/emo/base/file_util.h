@@ -33,4 +33,7 @@ class AtomicFile {
 // Whole-file convenience: atomically replaces `path` ("-": stdout) with `data`.
 Status write_file_atomic(const std::string& path, std::string_view data);
 
+// The whole file as text; a missing or unreadable file (or a directory) -> Error naming it.
+Result<std::string> read_file(const std::string& path);
+
 }  // namespace emo

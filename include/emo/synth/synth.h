@@ -12,10 +12,16 @@
 
 namespace emo::synth {
 
+// docs/workloads.md describes each family: the structure it exercises, its options, sizes.
 enum class Workload {
   kTrainDP,      // transformer training step, data-parallel: fwd, bwd, allreduce on a
                  // second stream overlapping bwd (event record/wait), optimizer
+  kTrainPP,      // 1F1B pipeline-parallel training, one stage per rank: send/recv between
+                 // neighbouring stages, bubbles where a stage waits for its neighbour
+  kTrainTP,      // tensor-parallel transformer layers: an allreduce ends each attention
+                 // and MLP block on the compute stream (communication on the critical path)
   kInferDecode,  // LLM inference: prefill then a decode loop of small kernels, CPU-launch-bound
+  kDataloader,   // CPU-bound input pipeline: each step waits for the DataLoader, the GPU idles
 };
 
 struct Options {
@@ -24,24 +30,35 @@ struct Options {
   int layers = 4;          // transformer layers
   int steps = 3;           // ProfilerStep#N iterations per file
   int decode_tokens = 16;  // kInferDecode: decode iterations per step
+  int microbatches = 8;    // kTrainPP: microbatches per step
   uint64_t seed = 1;
-  // When > 0, layers are raised until each file has at least this many events
-  // (the benchmark's ≥ 1 M-event input).
+  // When > 0, the size is raised until each file has at least this many events
+  // (the benchmark's ≥ 1 M-event input): layers, or steps for kDataloader.
   int64_t min_events = 0;
 };
 
-// Parses "train-dp" / "infer-decode" (the CLI's WORKLOAD argument).
+// Every workload, in the order --help lists them.
+inline constexpr Workload kAllWorkloads[] = {Workload::kTrainDP, Workload::kTrainPP, Workload::kTrainTP,
+                                             Workload::kInferDecode, Workload::kDataloader};
+
+// Parses "train-dp", "train-pp", "train-tp", "infer-decode", "dataloader" (the CLI's WORKLOAD argument).
 Result<Workload> parse_workload(const std::string& name);
-// The inverse: "train-dp" / "infer-decode".
+// The inverse.
 const char* workload_name(Workload w);
+// One line on what the family exercises (for --help).
+const char* workload_summary(Workload w);
 
 // Checks the ranges (ranks >= 1, layers >= 1, ...); the error names the option.
 Status validate(const Options& options);
 
-// Layers actually generated: options.layers, raised as needed for min_events.
+// The options actually generated: `options` with layers (kDataloader: steps)
+// raised as needed for min_events, and min_events cleared.
+Options resolve(const Options& options);
+// resolve(options).layers.
 int resolve_layers(const Options& options);
 
-// Entries of traceEvents in each rank's file for these options (all ranks have the same count).
+// Entries of traceEvents in each rank's file for these options; where ranks
+// differ (train-pp's stages), the smallest.
 int64_t count_events(const Options& options);
 
 // What write_traces produced, per rank.
@@ -49,6 +66,7 @@ struct FileInfo {
   std::string path;
   int rank = 0;
   int layers = 0;      // layers generated (after min_events)
+  int steps = 0;       // steps generated (after min_events)
   int64_t events = 0;  // entries of traceEvents
   int64_t bytes = 0;
 };

@@ -1,0 +1,55 @@
+// Device specs as users write them: "nvml:0" (a real GPU through NVML), "emulated:h100" (the
+// emulated GPU with the built-in h100 profile; any built-in name or a profile JSON file), or a bare
+// profile name/file where only the profile is needed (pack, optimize).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "emo/base/result.h"
+#include "emo/device/device.h"
+#include "emo/device/profile.h"
+
+namespace emo::backends {
+
+struct DeviceSpec {
+  enum class Kind { kProfile, kEmulated, kNvml } kind = Kind::kProfile;
+  std::string profile;  // built-in name or profile file (kProfile, kEmulated)
+  int index = 0;        // kNvml
+  uint64_t seed = 1;    // kEmulated: "emulated:h100@7" draws GPU number 7
+};
+
+// Parses "nvml:N", "emulated:NAME[@SEED]" or "NAME"; bad forms -> Error with a note listing them.
+Result<DeviceSpec> parse_device_spec(const std::string& text);
+
+// The device profile a spec stands for (NVML: opens the GPU and matches its product name).
+Result<device::DeviceProfile> profile_of(const std::string& text);
+
+// Opens a measurable device: NVML or emulated (a bare profile name is an error: nothing to measure).
+Result<std::unique_ptr<device::Device>> open_device(const std::string& text);
+
+}  // namespace emo::backends
+
+#include "emo/optimize/optimize.h"
+#include "emo/pack/fit.h"
+
+namespace emo::backends {
+
+// Runs the packing's profiling plan on a device: the step at each plan clock, `plan_steps` times, one
+// traced step and the energy log per rank. Emulated devices only; on hardware record the traces at the
+// plan's clocks (see docs/optimize.md) — NVML gives an Error saying so.
+Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& device_spec, const analysis::Workload& w,
+                                                    const pack::Packing& packing);
+
+// True behaviour of a set of per-pack clocks on the emulated GPU (averaged over `steps` steps).
+struct Measured {
+  std::string name;
+  double time_us = 0;    // mean step time
+  double energy_j = 0;   // energy per step, all GPUs, busy and idle
+};
+// `packs` from read_policy; `clocks` one per pack (the policy's or a baseline's; empty = default clock).
+Result<Measured> run_on_emulator(const std::string& device_spec, const analysis::Workload& w,
+                                 const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
+                                 int default_clock_mhz, int steps, const std::string& name);
+
+}  // namespace emo::backends

@@ -1,0 +1,95 @@
+// The emulated GPU: runs a workload's dependency graph under an SM-clock schedule and gives back what
+// a run on hardware would — a Kineto trace of the profiled steps at those clocks and an energy-counter
+// log — plus the energy the counter measured over the run. Per-kernel truth (how each kernel's time
+// and power respond to the clock) stays inside the emulator library; model/, pack/ and optimize/ do not
+// link it. Also a `device::Device` (microbenchmarks, clock locks, energy counter) in virtual time, for
+// `emo calibrate --device emulated:NAME`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emo/analysis/analysis.h"
+#include "emo/base/result.h"
+#include "emo/device/device.h"
+#include "emo/device/profile.h"
+
+namespace emo::emulator {
+
+// One clock change: issued `issue_ns` after the step's start (a timer in the runtime), in effect after
+// the device's switching latency (median/p99 of the profile, drawn per change).
+struct ClockChange {
+  int64_t issue_ns = 0;
+  int clock_mhz = 0;
+};
+
+// Per rank (graph rank index): the clock at the very start of the run and the changes issued in every
+// step. Empty `ranks` = every GPU at `initial_mhz` throughout; initial_mhz 0 = the device's default.
+struct ClockSchedule {
+  int initial_mhz = 0;
+  std::vector<std::vector<ClockChange>> ranks;
+  static ClockSchedule locked(int clock_mhz) { return ClockSchedule{clock_mhz, {}}; }
+};
+
+struct RunOptions {
+  int steps = 1;           // the step is run this many times back to back
+  int trace_steps = 1;     // the last `trace_steps` steps are written to the Kineto trace (0: none)
+  double jitter = 0.004;   // run-to-run variation of each GPU op's duration (relative σ)
+  uint64_t seed = 1;       // run seed (jitter, switching latencies, counter phase)
+  bool energy_log = true;  // keep the counter samples
+};
+
+using device::EnergySample;
+
+struct RankRun {
+  int rank = 0;
+  std::string trace_json;             // Kineto trace of the traced steps (empty if trace_steps 0)
+  std::vector<EnergySample> energy;   // counter log over the whole run
+  double energy_j = 0;                // counter delta from the run's start to its end
+  int64_t gpu_busy_ns = 0;            // union of GPU op time over the run
+  int clock_changes = 0;              // changes that took effect
+};
+
+struct RunResult {
+  std::vector<int64_t> step_ns;  // makespan of each step
+  int64_t begin_ns = 0;          // run window: ns from the run's start (the first step's begin)
+  int64_t end_ns = 0;
+  double energy_j = 0;           // all GPUs, whole run (busy and idle)
+  std::vector<RankRun> ranks;
+  double mean_step_ns() const;
+  double energy_per_step_j() const { return step_ns.empty() ? 0 : energy_j / double(step_ns.size()); }
+};
+
+class EmulatedGpu {
+ public:
+  // `seed` draws this GPU's constants and every kernel's truth (same seed, same GPU).
+  EmulatedGpu(device::DeviceProfile profile, uint64_t seed);
+  ~EmulatedGpu();
+  EmulatedGpu(EmulatedGpu&&) noexcept;
+  EmulatedGpu& operator=(EmulatedGpu&&) noexcept;
+
+  const device::DeviceProfile& profile() const { return profile_; }
+  uint64_t seed() const { return seed_; }
+  double energy_update_ms() const;
+
+  // Errors: clocks the device does not support, schedules for ranks the workload does not have.
+  Result<RunResult> run(const analysis::Workload& w, const ClockSchedule& schedule,
+                        const RunOptions& options = {}) const;
+
+  struct Impl;
+
+ private:
+  device::DeviceProfile profile_;
+  uint64_t seed_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "emulated:h100" style device for microbenchmarks (calibration), in virtual time.
+Result<std::unique_ptr<device::Device>> open_emulated_device(const std::string& profile_name, uint64_t seed = 1);
+
+// The energy log as CSV: "t_ns,energy_mj" rows after a "# emo-energy-log/1 ..." comment line.
+std::string energy_log_csv(const RankRun& run, const std::string& device);
+
+}  // namespace emo::emulator

@@ -1,0 +1,97 @@
+// The frequency-policy optimizer (DESIGN.md §5): one SM clock per pack, minimum total GPU energy of the
+// step (busy and idle, every GPU) subject to the replayed makespan ≤ (1+δ)·T_default. Each GPU's packs
+// are solved by dynamic programming over (pack, clock) with the makespan budget discretized: a pack's
+// cost in budget is the time it adds beyond its slack. The budget given to the DP is then searched so
+// that the plan's full replay meets the target; a plan is returned only after such a replay.
+// Baselines come from the same models: default clock, best static clock, slack-only lowering (EnvPipe),
+// per-phase clocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analysis.h"
+#include "emo/base/result.h"
+#include "emo/pack/fit.h"
+#include "emo/pack/pack.h"
+
+namespace emo::optimize {
+
+struct Problem {
+  const analysis::Workload* workload = nullptr;
+  const pack::Packing* packing = nullptr;
+  const pack::PackModels* models = nullptr;
+  int default_clock_mhz = 0;
+  std::vector<int> clocks_mhz;  // candidate clocks (ascending); empty = every supported clock ≥ 0.45·f_max
+};
+
+// A clock per pack (index = Packing::packs) and what the models predict for it.
+struct Plan {
+  std::string name;
+  std::vector<int> pack_clock_mhz;
+  int64_t time_ns = 0;
+  double energy_j = 0;
+  bool feasible = false;
+};
+
+struct OptimizeOptions {
+  double max_slowdown = 0.05;
+  int budget_buckets = 512;
+  int search_rounds = 10;
+  int polish_replays = 2000;  // replays spent improving the DP's plan one pack at a time
+};
+
+struct Solution {
+  Plan default_plan;
+  Plan policy;
+  std::string policy_from = "dp";  // "dp", or the baseline whose plan was better once switching is counted
+  std::vector<Plan> baselines;  // static_clock, slack_only, per_phase
+  int64_t target_ns = 0;
+  double solve_ms = 0;
+  int replays = 0;
+};
+
+// Predicted makespan and energy of a plan (one full replay).
+Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name = "");
+
+// Errors: max_slowdown < 0, a problem without packs, or no plan (not even the default) meeting the target.
+Result<Solution> optimize(const Problem& problem, const OptimizeOptions& options);
+
+// The DP alone on abstract packs (for the benchmark and the oracle tests): per pack, options of
+// (budget cost ns, energy J); returns the chosen option per pack minimizing energy with Σ cost ≤ budget.
+struct Option {
+  int64_t cost_ns = 0;
+  double energy_j = 0;
+};
+std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t budget_ns, int buckets);
+
+// Exhaustive search over every combination of clocks (≤ `max_combinations`), each checked by full replay:
+// the exact optimum of the same models, for small cases.
+Result<Plan> exhaustive(const Problem& problem, double max_slowdown, int64_t max_combinations = 200000);
+
+// ---- the policy file (DESIGN.md §6, schema "emo-policy/1") ----
+nlohmann::json policy_json(const Problem& problem, const Solution& s, double max_slowdown);
+// Checks a policy against a workload and device: schema, device name, ranks and GPU-op counts, and the
+// names of each pack's first/last op. Returns per pack (in the file's order) the clock and op range.
+struct AppliedPack {
+  uint32_t rank = 0;  // graph rank index
+  uint32_t first = 0, last = 0;
+  int clock_mhz = 0;
+  int64_t issue_at_ns = 0;
+};
+struct PolicyFile {
+  std::string device;
+  int default_clock_mhz = 0;
+  double max_slowdown = 0;
+  std::vector<AppliedPack> packs;
+  // Baselines stored beside the policy: name -> per-pack clocks (same packs).
+  std::vector<std::pair<std::string, std::vector<int>>> baselines;
+  nlohmann::json predicted;
+};
+Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,
+                               const device::DeviceProfile& profile);
+
+}  // namespace emo::optimize

@@ -1,0 +1,61 @@
+// Pack-level models from light profiling: the step recorded at a few locked clocks (a Kineto trace of
+// one step and the energy-counter log of a longer run at each clock, from hardware or from the
+// emulated GPU) gives every signature's time at those clocks; a time model T(f) is fitted per
+// signature, its compute share sets a power model from the device profile's (microbenchmark-
+// calibrated) predictors, and each GPU's measured step energies rescale the static and dynamic power
+// so the whole step's energy matches what the counter saw.
+#pragma once
+
+#include <vector>
+
+#include "emo/analysis/analysis.h"
+#include "emo/base/result.h"
+#include "emo/device/device.h"
+#include "emo/model/models.h"
+#include "emo/pack/pack.h"
+
+namespace emo::pack {
+
+// What one profiling run at a locked clock gives: per rank, the trace (one or more steps; the last
+// complete step is used) and the energy-counter log of the whole run at that clock.
+struct ProfiledRun {
+  int clock_mhz = 0;
+  std::vector<trace::RankTrace> traces;                  // in the base workload's rank order
+  std::vector<std::vector<device::EnergySample>> energy;  // per rank
+};
+
+struct SignatureModel {
+  model::UnitModel unit;   // time and (prior) power of all members' ops together
+  double ref_time_s = 0;   // T at the reference (max) clock, from the fit
+  double compute_share = 0;
+  bool fitted = false;     // false: not profiled, prior used (idle signature, too few points)
+};
+
+struct GpuCorrection {
+  double static_scale = 1;
+  double dynamic_scale = 1;
+  // Step energy at each profiled clock, measured (counter) and as the fitted models predict it.
+  std::vector<double> measured_j, predicted_j;
+};
+
+struct PackModels {
+  device::DeviceProfile profile;
+  std::vector<int> clocks_mhz;           // profiled clocks
+  std::vector<SignatureModel> signatures;
+  std::vector<GpuCorrection> gpus;
+  // Per profiled clock: the profiled step's time per GPU (measured) — used for fidelity reports.
+  std::vector<std::vector<double>> step_s;
+
+  // Duration of the signature's work at f relative to the reference clock.
+  double time_ratio(uint32_t sig, double clock_mhz) const;
+  // Busy power of the signature's work on a GPU at f (corrected).
+  double busy_power_w(uint32_t sig, uint32_t gpu, double clock_mhz) const;
+  double idle_power_w(uint32_t gpu, double clock_mhz) const;
+};
+
+// Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
+// without energy samples, fewer than 2 distinct clocks.
+Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
+                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile);
+
+}  // namespace emo::pack

@@ -1,0 +1,108 @@
+// Dependency-aware kernel packing (DESIGN.md §3). The SM clock belongs to a whole GPU, so a pack is a
+// contiguous segment of one GPU's timeline of the step. Each GPU's ops (index order: start time in the
+// trace, ties by stream) are first cut into *atoms*: maximal runs of ops with the same slack class
+// (on / off the critical path) and boundness (compute / memory / communication), with long idle gaps as
+// atoms of their own. Atoms with the same op sequence (names and streams) share a *signature*: one
+// model, profiled once. Atoms are then grouped into packs no shorter than a multiple of the device's
+// clock-switching latency, cutting where the class changes once a pack is long enough.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analysis.h"
+#include "emo/base/result.h"
+#include "emo/device/profile.h"
+
+namespace emo::pack {
+
+enum class SlackClass : uint8_t { kCritical, kSlackRich };
+enum class Boundness : uint8_t { kCompute, kMemory, kCommunication, kIdle };
+const char* to_string(SlackClass c);
+const char* to_string(Boundness b);
+
+// Boundness of a GPU op from its name (a public heuristic; profiling refines it): GEMM/attention/conv ->
+// compute, NCCL -> communication, elementwise/reduction/copy -> memory.
+Boundness boundness_of_name(std::string_view name, bool is_copy);
+
+struct PackOptions {
+  double min_switch_multiple = 1.0;  // packs last at least this × the switching latency (median)
+  int64_t min_pack_ns = -1;          // overrides the above when >= 0
+  double critical_slack_us = 50;     // an op with at most this much slack is on the critical path
+  int64_t idle_gap_ns = 1000000;     // idle gaps at least this long are atoms of their own
+  bool split_slack = true;           // cut atoms where the slack class changes
+  bool split_boundness = true;       // cut atoms where the boundness changes
+  int profile_clocks = 3;            // clocks in the profiling plan
+  double profile_window_s = 2.0;     // energy-counter window per profiled clock
+};
+
+// One GPU of the step: its ops in index order.
+struct GpuOps {
+  uint32_t rank = 0;
+  std::vector<graph::NodeId> ops;
+  std::vector<uint32_t> occurrence;  // per op: earlier ops with the same name on the same stream
+};
+
+struct Atom {
+  uint32_t gpu = 0;                  // index into Packing::gpus
+  uint32_t first = 0, last = 0;      // op indices (inclusive); first > last for an idle atom
+  int64_t begin_ns = 0, end_ns = 0;  // replayed (= measured) times, from the step's start
+  int64_t busy_ns = 0;               // union of its ops' intervals
+  int64_t op_ns = 0;                 // sum of its ops' durations
+  SlackClass slack = SlackClass::kSlackRich;
+  Boundness bound = Boundness::kIdle;
+  uint32_t signature = 0;            // index into Packing::signatures
+};
+
+struct Signature {
+  uint64_t hash = 0;
+  uint32_t members = 0;
+  uint32_t ops = 0;           // ops per member
+  Boundness bound = Boundness::kIdle;
+  std::string first_name;     // for reports
+};
+
+struct Pack {
+  uint32_t gpu = 0;
+  uint32_t first_atom = 0, last_atom = 0;
+  uint32_t first_op = 0, last_op = 0;  // op indices; first_op > last_op: a pack of idle time only
+  int64_t begin_ns = 0, end_ns = 0;
+  int64_t busy_ns = 0;
+  SlackClass slack = SlackClass::kSlackRich;  // critical when any critical time dominates the busy time
+  Boundness bound = Boundness::kIdle;
+  uint64_t signature = 0;  // hash of its atoms' signatures (repeated packs share it)
+};
+
+struct Packing {
+  std::vector<GpuOps> gpus;
+  std::vector<Atom> atoms;
+  std::vector<Signature> signatures;
+  std::vector<Pack> packs;
+  int64_t step_begin_ns = 0;  // replayed step start (graph clock)
+  int64_t step_ns = 0;
+  int64_t min_pack_ns = 0;
+  // Profiling plan and its cost.
+  std::vector<int> plan_clocks_mhz;
+  int64_t kernel_ops = 0;       // GPU ops in the step (all GPUs)
+  int64_t kernel_units = 0;     // kernel_ops × plan clocks: per-kernel profiling
+  int64_t profiled_units = 0;   // signatures × plan clocks
+  int plan_steps = 0;           // steps run per profiled clock
+  double profiling_gpu_s = 0;   // GPU-seconds of profiling runs the plan needs
+  double reduction() const { return profiled_units > 0 ? double(kernel_units) / double(profiled_units) : 0; }
+};
+
+Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
+                           const device::DeviceProfile& profile, const PackOptions& options = {});
+
+// The profiling plan: `n` clocks from the device's table, the default clock first, then spread down to
+// ~0.5·f_max (lower clocks rarely save energy and only stretch the runs).
+std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n);
+
+nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs);
+std::string to_text(const analysis::Workload& w, const Packing& p);
+std::string packs_csv(const analysis::Workload& w, const Packing& p);
+
+}  // namespace emo::pack

@@ -1,0 +1,232 @@
+// The emulated GPU's run: replay the step's graph with every GPU op's duration taken from its hidden
+// truth at the clock in effect (clock changes land mid-kernel; the kernel's remaining work then runs at
+// the new rate), integrate each GPU's power over the run (busy ops, idle gaps at the locked clock),
+// sample the energy counter as hardware does, and write the traced steps as a Kineto trace.
+#include "emo/emulator/emulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "emulator_detail.h"
+#include "truth.h"
+
+namespace emo::emulator {
+
+using graph::NodeId;
+using graph::NodeKind;
+using detail::GpuTruth;
+using detail::KernelTruth;
+
+struct EmulatedGpu::Impl {
+  GpuTruth gpu;
+};
+
+EmulatedGpu::EmulatedGpu(device::DeviceProfile profile, uint64_t seed)
+    : profile_(std::move(profile)), seed_(seed), impl_(std::make_unique<Impl>()) {
+  impl_->gpu = detail::make_gpu_truth(profile_, seed_);
+}
+EmulatedGpu::~EmulatedGpu() = default;
+EmulatedGpu::EmulatedGpu(EmulatedGpu&&) noexcept = default;
+EmulatedGpu& EmulatedGpu::operator=(EmulatedGpu&&) noexcept = default;
+
+// ANCHORS.md: the NVML energy counter updates every ≈10–100 ms; 20 ms is assumed for every profile.
+double EmulatedGpu::energy_update_ms() const { return 20.0; }
+
+double RunResult::mean_step_ns() const {
+  if (step_ns.empty()) return 0;
+  double s = 0;
+  for (int64_t v : step_ns) s += double(v);
+  return s / double(step_ns.size());
+}
+
+namespace {
+
+// Deterministic normal draws from a counter (Box–Muller on two hashes).
+double normal(uint64_t key) {
+  const double u1 = std::max(1e-12, detail::unit_hash(key));
+  const double u2 = detail::unit_hash(key ^ 0xa5a5a5a5a5a5a5a5ull);
+  return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Clock in effect on one GPU over time: (time it takes effect, MHz), effect times non-decreasing.
+struct ClockLine {
+  std::vector<int64_t> t;
+  std::vector<double> f;
+  size_t segment(int64_t at) const {  // last index with t <= at
+    auto it = std::upper_bound(t.begin(), t.end(), at);
+    return it == t.begin() ? 0 : size_t(it - t.begin()) - 1;
+  }
+  double at(int64_t when) const { return f[segment(when)]; }
+};
+
+// Duration of `work_ns` (time at f_max) started at `start` under the clock line.
+int64_t integrate(const GpuTruth& gpu, const KernelTruth& k, const ClockLine& line, int64_t start, double work_ns) {
+  size_t i = line.segment(start);
+  int64_t t = start;
+  double left = work_ns;
+  while (true) {
+    const double ratio = gpu.time_ratio(k, line.f[i]);
+    const int64_t seg_end = i + 1 < line.t.size() ? line.t[i + 1] : std::numeric_limits<int64_t>::max();
+    const double need = left * ratio;
+    if (double(seg_end - t) >= need) return t + int64_t(std::llround(need)) - start;
+    left -= double(seg_end - t) / ratio;
+    t = seg_end;
+    ++i;
+  }
+}
+
+}  // namespace
+
+Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSchedule& schedule,
+                                   const RunOptions& options) const {
+  const graph::Graph& g = w.graph;
+  const size_t n_ranks = g.rank_paths.size();
+  const GpuTruth& gpu = impl_->gpu;
+  if (options.steps < 1) return make_error("emulator", "steps must be at least 1");
+  if (options.trace_steps < 0 || options.trace_steps > options.steps)
+    return make_error("emulator", "trace_steps must be between 0 and steps");
+  if (schedule.ranks.size() > n_ranks)
+    return make_error("clock schedule", fmt::format("has {} ranks, the workload {}", schedule.ranks.size(), n_ranks));
+  auto supported = [&](int mhz) {
+    return std::binary_search(profile_.sm_clocks.mhz.begin(), profile_.sm_clocks.mhz.end(), mhz);
+  };
+  const int initial = schedule.initial_mhz == 0 ? int(profile_.default_clock_mhz.value) : schedule.initial_mhz;
+  if (!supported(initial))
+    return make_error("clock schedule", fmt::format("{} MHz is not a supported clock of {}", initial, profile_.name),
+                      "`emo devices " + profile_.name + "` lists the clocks");
+  for (const auto& changes : schedule.ranks) {
+    for (const ClockChange& c : changes) {
+      if (!supported(c.clock_mhz))
+        return make_error("clock schedule", fmt::format("{} MHz is not a supported clock of {}", c.clock_mhz, profile_.name),
+                          "`emo devices " + profile_.name + "` lists the clocks");
+    }
+  }
+
+  // ---- truths: one per distinct GPU op name ----
+  std::vector<KernelTruth> truths;
+  std::unordered_map<StrId, uint32_t> truth_of_name;
+  std::vector<uint32_t> truth(g.num_nodes(), graph::kNoId);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n]) && g.kind[n] != NodeKind::kCollective) continue;
+    auto [it, fresh] = truth_of_name.try_emplace(g.name[n], uint32_t(truths.size()));
+    if (fresh) {
+      KernelTruth k = detail::make_kernel_truth(g.strings.view(g.name[n]), seed_);
+      if (g.kind[n] == NodeKind::kMemcpy || g.kind[n] == NodeKind::kMemset) {
+        k = detail::make_kernel_truth("memcpy", seed_);
+      }
+      if (g.kind[n] == NodeKind::kCommKernel || g.kind[n] == NodeKind::kCollective) {
+        k = detail::make_kernel_truth("nccl", seed_ ^ detail::mix64(g.name[n]));
+      }
+      truths.push_back(k);
+    }
+    truth[n] = it->second;
+  }
+  // Participants of each logical collective (their GPUs' clocks set its transfer rate).
+  std::vector<std::vector<uint32_t>> coll_ranks(g.num_nodes());
+  for (const graph::Edge& e : g.edges) {
+    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
+    coll_ranks[graph::node_of(e.dst)].push_back(g.rank[graph::node_of(e.src)]);
+  }
+
+  // ---- the run, step by step ----
+  std::vector<ClockLine> lines(n_ranks);
+  for (auto& l : lines) {
+    l.t.push_back(std::numeric_limits<int64_t>::min());
+    l.f.push_back(initial);
+  }
+  const double med_ms = profile_.switch_latency_median_ms.value;
+  const double sigma = std::log(std::max(1.0001, profile_.switch_latency_p99_ms.value / med_ms)) / 2.326;
+  uint64_t draw = detail::mix64(options.seed * 0x2545f4914f6cdd1dull + seed_);
+  const int64_t g0 = g.measured_begin_ns();
+  replay::Replayer rp(g);
+  RunResult out;
+  out.ranks.resize(n_ranks);
+  std::vector<std::vector<detail::OpSpan>> ops(n_ranks);
+  std::vector<std::pair<int64_t, replay::Timeline>> traced;
+  int64_t step_start = 0;
+  std::vector<int> last_clock(n_ranks, initial);
+  replay::Timeline tl;
+  for (int rep = 0; rep < options.steps; ++rep) {
+    for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+      auto changes = schedule.ranks[r];
+      std::stable_sort(changes.begin(), changes.end(),
+                       [](const ClockChange& a, const ClockChange& b) { return a.issue_ns < b.issue_ns; });
+      for (const ClockChange& c : changes) {
+        if (c.clock_mhz == last_clock[r]) continue;
+        const double lat_ms = med_ms * std::exp(sigma * normal(++draw));
+        int64_t effect = step_start + c.issue_ns + int64_t(lat_ms * 1e6);
+        effect = std::max(effect, lines[r].t.back());
+        lines[r].t.push_back(effect);
+        lines[r].f.push_back(c.clock_mhz);
+        last_clock[r] = c.clock_mhz;
+        ++out.ranks[r].clock_changes;
+      }
+    }
+    const uint64_t rep_key = detail::mix64(options.seed ^ (uint64_t(rep) << 32) ^ seed_);
+    auto jit = [&](NodeId n) {
+      return std::max(0.5, 1 + options.jitter * normal(rep_key + uint64_t(n) * 0x9e3779b97f4a7c15ull));
+    };
+    auto dur_at = [&](NodeId n, int64_t t_graph) -> int64_t {
+      const int64_t base = g.dur_ns[n];
+      if (base <= 0) return base;
+      const NodeKind kind = g.kind[n];
+      if (kind == NodeKind::kCollective) {
+        double f = 1e9;
+        for (uint32_t r : coll_ranks[n]) f = std::min(f, lines[r].at(t_graph - g0 + step_start));
+        if (coll_ranks[n].empty()) f = gpu.f_max;
+        return int64_t(std::llround(double(base) * jit(n) * gpu.time_ratio(truths[truth[n]], f)));
+      }
+      if (!graph::is_gpu(kind)) return base;
+      return integrate(gpu, truths[truth[n]], lines[g.rank[n]], t_graph - g0 + step_start, double(base) * jit(n));
+    };
+    rp.run_dynamic(dur_at, tl);
+    const int64_t span = tl.end_ns - g0;
+    out.step_ns.push_back(span);
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (!graph::is_gpu(g.kind[n])) continue;
+      const int64_t b = tl.start(n) - g0 + step_start, e = tl.end(n) - g0 + step_start;
+      if (e > b) ops[g.rank[n]].push_back({b, e, truth[n]});
+    }
+    if (rep >= options.steps - options.trace_steps) traced.emplace_back(step_start, tl);
+    step_start += span;
+  }
+  const int64_t run_end = step_start;
+  out.begin_ns = 0;
+  out.end_ns = run_end;
+
+  // ---- energy: integrate each GPU's power over [0, run_end] ----
+  const double period_ns = energy_update_ms() * 1e6;
+  for (size_t r = 0; r < n_ranks; ++r) {
+    RankRun& rr = out.ranks[r];
+    rr.rank = g.rank_ids.empty() ? int(r) : g.rank_ids[r];
+    detail::EnergyIntegral integral = detail::integrate_energy(gpu, truths, ops[r], lines[r].t, lines[r].f, run_end);
+    rr.energy_j = integral.total_j;
+    rr.gpu_busy_ns = integral.busy_ns;
+    out.energy_j += integral.total_j;
+    if (options.energy_log) {
+      const uint64_t key = detail::mix64(options.seed * 31 + r + seed_);
+      const double origin_mj = 1e9 * (1 + detail::unit_hash(key));  // "since driver load"
+      double t = detail::unit_hash(key + 1) * period_ns;
+      uint64_t k = key + 2;
+      while (t <= double(run_end) + period_ns) {
+        const int64_t ti = int64_t(t);
+        rr.energy.push_back({ti + detail::kTraceOriginOffsetNs, int64_t(origin_mj + integral.at(ti) * 1e3)});
+        t += period_ns * (0.9 + 0.2 * detail::unit_hash(++k));
+      }
+    }
+  }
+
+  // ---- traces of the last steps ----
+  if (!traced.empty()) {
+    for (size_t r = 0; r < n_ranks; ++r) {
+      out.ranks[r].trace_json = detail::write_kineto(w, uint32_t(r), traced, g0, profile_);
+    }
+  }
+  return out;
+}
+
+}  // namespace emo::emulator

@@ -1,0 +1,72 @@
+// The emulated GPU's hidden truth: how each kernel's time and power respond to the SM clock. Only the
+// emulator library includes this header (it is not under include/), and model/, pack/ and optimize/
+// do not link the emulator (the build checks it), so the optimizer sees what it would on hardware:
+// traces and energy-counter logs, never these numbers.
+//
+// A kernel's class (GEMM / attention / elementwise / reduction / communication / copy / other) comes
+// from its name; its parameters are drawn from the class's range by a hash of (name, seed), so the
+// same kernel behaves the same everywhere in a run and a different seed gives a different GPU.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "emo/device/profile.h"
+
+namespace emo::emulator::detail {
+
+enum class KernelClass : uint8_t { kGemm, kAttention, kElementwise, kReduction, kCommunication, kCopy, kOther };
+const char* to_string(KernelClass c);
+KernelClass classify_kernel(std::string_view name);
+
+// Time at clock f relative to its time at f_max:
+//   r(f) = o + (1 − o) · S(c·f_max/f, m·g(f)) / S(c, m),   S(a, b) = (a^p + b^p)^(1/p)
+// a smooth roofline (p = `sharpness`, not the model's hard max), c + m = 1 the compute and memory
+// shares at f_max, g(f) = (knee/f)^gamma below the memory knee. Example, GEMM c 0.9, o 0.02:
+// r(f_max/2) ≈ 0.02 + 0.98·1.8/0.9 = 1.98.
+struct KernelTruth {
+  KernelClass cls = KernelClass::kOther;
+  double compute = 0.5;     // c
+  double overhead = 0.02;   // o: clock-independent share (launch tail, sync)
+  double mem_knee = 0;      // offset from the GPU's memory knee (fraction of f_max)
+  double mem_gamma = 1.8;
+  double sharpness = 6;     // p
+  double activity = 1.0;    // dynamic-power activity of the SMs when compute-bound (tensor cores > 1)
+  double mem_activity = 1;  // DRAM power when memory-bound, relative to the device's mem_w
+  double comm = 0;          // 1 for communication: SMs mostly spin on flags
+};
+
+// Per-GPU constants drawn once per emulated GPU (seeded) around the device profile.
+struct GpuTruth {
+  double f_max = 0;
+  double v_knee = 0;       // MHz
+  double v_floor = 0.8;    // relative
+  double static_w = 0;     // leakage + board at the voltage floor
+  double dynamic_w = 0;    // dynamic SM power at f_max, fully busy, activity 1
+  double clock_frac = 0.3; // stalled-SM share of dynamic power
+  double mem_w = 0;
+  double mem_knee = 0.7;   // memory-bound kernels flat down to this fraction of f_max (± per kernel)
+  double idle_w = 0;       // nothing running, at f_max
+  double tdp_w = 0;
+  double leak_slope = 0.15;  // static power grows with voltage: static·(1 + leak_slope·(V−V_floor)/(1−V_floor))
+
+  double voltage(double f) const;
+  double time_ratio(const KernelTruth& k, double f) const;   // T(f)/T(f_max)
+  double power_w(const KernelTruth& k, double f) const;      // busy power of this kernel alone
+  double dynamic_part_w(const KernelTruth& k, double f) const;  // power_w minus static
+  double idle_power_w(double f) const;                       // nothing running, clock f locked
+};
+
+GpuTruth make_gpu_truth(const device::DeviceProfile& profile, uint64_t seed);
+KernelTruth make_kernel_truth(std::string_view name, uint64_t seed);
+// The microbenchmarks' truths (calibration): compute FMA loop, stream copy, intensity sweep, GEMM.
+KernelTruth fma_truth();
+KernelTruth stream_truth();
+KernelTruth intensity_truth(double flops_per_byte, const GpuTruth& gpu);
+KernelTruth gemm_truth();
+
+uint64_t mix64(uint64_t x);
+// Uniform in [0, 1) from a hash.
+double unit_hash(uint64_t h);
+
+}  // namespace emo::emulator::detail

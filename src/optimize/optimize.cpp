@@ -1,0 +1,469 @@
+// The optimizer: pack options from the models, the per-GPU DP, the budget search verified by replay,
+// the baselines and the exhaustive oracle. See emo/optimize/optimize.h.
+#include "emo/optimize/optimize.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace emo::optimize {
+
+using graph::NodeId;
+
+namespace {
+
+// Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
+struct Prepared {
+  std::vector<std::vector<uint32_t>> op_pack, op_sig;
+  std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
+  std::vector<int64_t> pack_idle_ns;              // idle inside each pack at the reference clock
+  std::vector<int> clocks;
+};
+
+Prepared prepare(const Problem& pr) {
+  const pack::Packing& p = *pr.packing;
+  Prepared x;
+  x.op_pack.resize(p.gpus.size());
+  x.op_sig.resize(p.gpus.size());
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    x.op_pack[gi].assign(p.gpus[gi].ops.size(), 0);
+    x.op_sig[gi].assign(p.gpus[gi].ops.size(), 0);
+  }
+  x.pack_atoms.resize(p.packs.size());
+  x.pack_idle_ns.resize(p.packs.size());
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const pack::Pack& pk = p.packs[k];
+    for (uint32_t a = pk.first_atom; a <= pk.last_atom; ++a) {
+      const pack::Atom& at = p.atoms[a];
+      if (at.first > at.last) continue;
+      x.pack_atoms[k].push_back(a);
+      for (uint32_t i = at.first; i <= at.last; ++i) {
+        x.op_pack[at.gpu][i] = k;
+        x.op_sig[at.gpu][i] = at.signature;
+      }
+    }
+    x.pack_idle_ns[k] = std::max<int64_t>(0, (pk.end_ns - pk.begin_ns) - pk.busy_ns);
+  }
+  const auto& prof = pr.models->profile;
+  if (!pr.clocks_mhz.empty()) {
+    x.clocks = pr.clocks_mhz;
+  } else {
+    for (int c : prof.sm_clocks.mhz) {
+      if (c >= 0.45 * prof.max_clock_mhz() && c <= pr.default_clock_mhz) x.clocks.push_back(c);
+    }
+  }
+  std::sort(x.clocks.begin(), x.clocks.end());
+  return x;
+}
+
+// Busy time and energy of one pack at clock f (its idle inside included, at f).
+std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const pack::Packing& p = *pr.packing;
+  const pack::PackModels& m = *pr.models;
+  double busy_s = 0, e = 0;
+  const uint32_t gi = p.packs[k].gpu;
+  for (uint32_t a : x.pack_atoms[k]) {
+    const pack::Atom& at = p.atoms[a];
+    const double t = double(at.busy_ns) * 1e-9 * m.time_ratio(at.signature, f);
+    busy_s += t;
+    e += t * m.busy_power_w(at.signature, gi, f);
+  }
+  e += double(x.pack_idle_ns[k]) * 1e-9 * m.idle_power_w(gi, f);
+  return {busy_s, e};
+}
+
+// Extra power while a pack runs at the higher of two clocks instead of the one it was given.
+double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from, int to) {
+  if (from == to || x.pack_atoms[k].empty()) return 0;
+  const pack::Packing& p = *pr.packing;
+  const pack::Atom& at = p.atoms[x.pack_atoms[k].front()];
+  const double hi = std::max(from, to), lo = std::min(from, to);
+  return std::max(0.0, pr.models->busy_power_w(at.signature, at.gpu, hi) - pr.models->busy_power_w(at.signature, at.gpu, lo));
+}
+
+Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
+                      replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr) {
+  const graph::Graph& g = pr.workload->graph;
+  const pack::Packing& p = *pr.packing;
+  const pack::PackModels& m = *pr.models;
+  std::vector<int64_t> dur = g.dur_ns;
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    const auto& ops = p.gpus[gi].ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const NodeId n = ops[i];
+      if (dur[n] <= 0) continue;
+      const double r = m.time_ratio(x.op_sig[gi][i], clocks[x.op_pack[gi][i]]);
+      dur[n] = std::llround(double(dur[n]) * r);
+    }
+  }
+  replay::Replayer rp(g);
+  replay::Timeline tl;
+  rp.run(dur, tl);
+  Plan plan;
+  plan.name = std::move(name);
+  plan.time_ns = tl.makespan_ns();
+  // Energy: each pack at its clock; the rest of the step idles at the default clock.
+  std::vector<double> covered_s(p.gpus.size(), 0);
+  double e = 0;
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    auto [busy_s, ek] = pack_cost(pr, x, k, clocks[k]);
+    e += ek;
+    covered_s[p.packs[k].gpu] += busy_s + double(x.pack_idle_ns[k]) * 1e-9;
+  }
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    const double rest = std::max(0.0, double(plan.time_ns) * 1e-9 - covered_s[gi]);
+    e += rest * m.idle_power_w(uint32_t(gi), pr.default_clock_mhz);
+  }
+  // Clock changes are issued so that the higher of the two clocks covers the latency's spread
+  // (p99 − median): that long, the pack that wanted the lower clock runs at the higher one.
+  const double spread_s = std::max(0.0, m.profile.switch_latency_p99_ms.value - m.profile.switch_latency_median_ms.value) * 1e-3;
+  std::vector<int> prev(p.gpus.size(), -1);
+  std::vector<uint32_t> first_pack(p.gpus.size(), graph::kNoId);
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const uint32_t gi = p.packs[k].gpu;
+    if (first_pack[gi] == graph::kNoId) first_pack[gi] = k;
+    const int c = clocks[k];
+    if (prev[gi] >= 0 && prev[gi] != c) e += spread_s * switch_power_w(pr, x, k, prev[gi], c);
+    prev[gi] = c;
+  }
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {  // the wrap from the step's last pack to its first
+    if (first_pack[gi] != graph::kNoId && prev[gi] != clocks[first_pack[gi]])
+      e += spread_s * switch_power_w(pr, x, first_pack[gi], prev[gi], clocks[first_pack[gi]]);
+  }
+  plan.energy_j = e;
+  plan.pack_clock_mhz = std::move(clocks);
+  if (tl_out) *tl_out = std::move(tl);
+  if (dur_out) *dur_out = std::move(dur);
+  return plan;
+}
+
+}  // namespace
+
+Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name) {
+  Prepared x = prepare(problem);
+  return predict_prepared(problem, x, std::move(pack_clock_mhz), std::move(name));
+}
+
+std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t budget_ns, int buckets) {
+  const int K = std::max(1, buckets);
+  const double unit = budget_ns > 0 ? double(budget_ns) / K : 1.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> dp(size_t(K) + 1, 0.0), nx(size_t(K) + 1);
+  std::vector<std::vector<uint16_t>> choice(packs.size(), std::vector<uint16_t>(size_t(K) + 1, 0));
+  std::vector<std::pair<int, size_t>> opts;  // (bucket cost, option index), Pareto-pruned
+  for (size_t p = 0; p < packs.size(); ++p) {
+    opts.clear();
+    for (size_t o = 0; o < packs[p].size(); ++o) {
+      const int64_t c = packs[p][o].cost_ns;
+      const int b = c <= 0 ? 0 : (budget_ns <= 0 ? K + 1 : int(std::ceil(double(c) / unit - 1e-9)));
+      if (b <= K) opts.emplace_back(b, o);
+    }
+    std::sort(opts.begin(), opts.end(), [&](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : packs[p][a.second].energy_j < packs[p][b.second].energy_j;
+    });
+    size_t kept = 0;
+    double best = inf;
+    for (const auto& o : opts) {
+      if (packs[p][o.second].energy_j < best) {
+        best = packs[p][o.second].energy_j;
+        opts[kept++] = o;
+      }
+    }
+    opts.resize(kept);
+    for (int k = 0; k <= K; ++k) {
+      double v = inf;
+      uint16_t ch = 0;
+      for (const auto& [b, o] : opts) {
+        if (b > k) break;
+        const double c = dp[size_t(k - b)] + packs[p][o].energy_j;
+        if (c < v) {
+          v = c;
+          ch = uint16_t(o);
+        }
+      }
+      nx[size_t(k)] = v;
+      choice[p][size_t(k)] = ch;
+    }
+    std::swap(dp, nx);
+  }
+  // Walk back from the full budget.
+  std::vector<int> out(packs.size(), 0);
+  int k = K;
+  for (size_t p = packs.size(); p-- > 0;) {
+    const uint16_t o = choice[p][size_t(k)];
+    out[p] = o;
+    const int64_t c = packs[p][o].cost_ns;
+    const int b = c <= 0 ? 0 : int(std::ceil(double(c) / unit - 1e-9));
+    k -= std::min(k, b);
+  }
+  return out;
+}
+
+Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (opt.max_slowdown < 0) return make_error("--max-slowdown", "must not be negative");
+  const pack::Packing& p = *pr.packing;
+  if (p.packs.empty()) return make_error("optimize", "no packs to optimize");
+  Prepared x = prepare(pr);
+  if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
+  Solution s;
+  const size_t P = p.packs.size();
+  replay::Timeline tl0;
+  std::vector<int64_t> dur0;
+  s.default_plan = predict_prepared(pr, x, std::vector<int>(P, pr.default_clock_mhz), "default", &tl0, &dur0);
+  s.replays = 1;
+  s.target_ns = int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown)));
+  s.default_plan.feasible = true;
+  auto check = [&](Plan pl) {
+    pl.feasible = pl.time_ns <= s.target_ns;
+    ++s.replays;
+    return pl;
+  };
+
+  // Pack slack at the default clock: the least slack of its ops.
+  replay::Replayer rp(pr.workload->graph);
+  std::vector<int64_t> slack;
+  rp.slack(dur0, tl0, slack);
+  std::vector<int64_t> pack_slack(P, std::numeric_limits<int64_t>::max());
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    for (size_t i = 0; i < p.gpus[gi].ops.size(); ++i) {
+      const uint32_t k = x.op_pack[gi][i];
+      pack_slack[k] = std::min(pack_slack[k], slack[p.gpus[gi].ops[i]]);
+    }
+  }
+  for (auto& v : pack_slack) v = v == std::numeric_limits<int64_t>::max() ? 0 : v;
+
+  // Options per pack and clock: (time beyond slack, energy + the idle energy every GPU spends while
+  // the step is that much longer).
+  double idle_all_w = 0;
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) idle_all_w += pr.models->idle_power_w(uint32_t(gi), pr.default_clock_mhz);
+  std::vector<std::vector<Option>> options(P);
+  std::vector<std::vector<double>> pack_e(P), pack_t(P);
+  for (uint32_t k = 0; k < P; ++k) {
+    auto [t_ref, e_ref] = pack_cost(pr, x, k, pr.default_clock_mhz);
+    (void)e_ref;
+    for (int c : x.clocks) {
+      auto [t, e] = pack_cost(pr, x, k, c);
+      const int64_t ext = int64_t((t - t_ref) * 1e9);
+      const int64_t cost = std::max<int64_t>(0, ext - pack_slack[k]);
+      options[k].push_back({cost, e + idle_all_w * double(cost) * 1e-9});
+      pack_e[k].push_back(e);
+      pack_t[k].push_back(t);
+    }
+  }
+  // Per GPU DP with budget B; search B so that the replayed plan meets the target.
+  std::vector<std::vector<uint32_t>> gpu_packs(p.gpus.size());
+  for (uint32_t k = 0; k < P; ++k) gpu_packs[p.packs[k].gpu].push_back(k);
+  auto plan_for = [&](int64_t budget) {
+    std::vector<int> clocks(P, pr.default_clock_mhz);
+    for (const auto& ks : gpu_packs) {
+      std::vector<std::vector<Option>> sub;
+      for (uint32_t k : ks) sub.push_back(options[k]);
+      std::vector<int> ch = solve_dp(sub, budget, opt.budget_buckets);
+      for (size_t j = 0; j < ks.size(); ++j) clocks[ks[j]] = x.clocks[size_t(ch[j])];
+    }
+    return check(predict_prepared(pr, x, std::move(clocks), "policy"));
+  };
+  const int64_t full = s.target_ns - s.default_plan.time_ns;
+  Plan best = s.default_plan;
+  best.name = "policy";
+  double lo = 0, hi = 1.0;
+  Plan at_hi = plan_for(full);
+  if (at_hi.feasible) {
+    best = at_hi;
+    lo = 1.0;
+    hi = 2.0;  // slack estimates are conservative: try more budget
+  }
+  for (int round = 0; round < opt.search_rounds; ++round) {
+    const double mid = (lo + hi) / 2;
+    Plan pl = plan_for(int64_t(double(full) * mid));
+    if (pl.feasible) {
+      if (pl.energy_j < best.energy_j) best = pl;
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  // Polish by replay: one pack at a time, any clock that lowers the energy and keeps the target
+  // (closes most of what the DP's slack approximation leaves; bounded by `polish_replays`).
+  {
+    int left = opt.polish_replays;
+    bool improved = true;
+    while (improved && left > 0) {
+      improved = false;
+      for (uint32_t k = 0; k < P && left > 0; ++k) {
+        for (int c : x.clocks) {
+          if (c == best.pack_clock_mhz[k] || left-- <= 0) continue;
+          std::vector<int> trial = best.pack_clock_mhz;
+          trial[k] = c;
+          Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+          if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
+            best = pl;
+            improved = true;
+          }
+        }
+      }
+    }
+  }
+  // Small cases: also two packs at once (one faster, one slower trades time between them).
+  if (P <= 12) {
+    bool improved = true;
+    for (int pass = 0; improved && pass < 3; ++pass) {
+      improved = false;
+      for (uint32_t k1 = 0; k1 < P; ++k1) {
+        for (uint32_t k2 = k1 + 1; k2 < P; ++k2) {
+          for (int c1 : x.clocks) {
+            for (int c2 : x.clocks) {
+              if (c1 == best.pack_clock_mhz[k1] && c2 == best.pack_clock_mhz[k2]) continue;
+              std::vector<int> trial = best.pack_clock_mhz;
+              trial[k1] = c1;
+              trial[k2] = c2;
+              Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+              if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
+                best = pl;
+                improved = true;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  s.policy = best;
+
+  // ---- baselines ----
+  // Best single static clock for the whole step.
+  Plan stat = s.default_plan;
+  stat.name = "static_clock";
+  for (int c : x.clocks) {
+    Plan pl = check(predict_prepared(pr, x, std::vector<int>(P, c), "static_clock"));
+    if (pl.feasible && pl.energy_j < stat.energy_j) stat = pl;
+  }
+  s.baselines.push_back(stat);
+  // Slack-only lowering (EnvPipe's idea): each pack at its lowest-energy clock, then raise the clocks of
+  // packs on the critical path one step at a time until the target holds.
+  {
+    std::vector<size_t> idx(P);
+    for (uint32_t k = 0; k < P; ++k) {
+      idx[k] = size_t(std::min_element(pack_e[k].begin(), pack_e[k].end()) - pack_e[k].begin());
+    }
+    Plan pl;
+    const size_t top = x.clocks.size() - 1;
+    for (size_t it = 0; it <= x.clocks.size() + 1; ++it) {
+      std::vector<int> clocks(P);
+      for (uint32_t k = 0; k < P; ++k) clocks[k] = x.clocks[idx[k]];
+      replay::Timeline tl;
+      std::vector<int64_t> dur;
+      pl = check(predict_prepared(pr, x, clocks, "slack_only", &tl, &dur));
+      if (pl.feasible) break;
+      std::vector<int64_t> sl;
+      rp.slack(dur, tl, sl);
+      bool raised = false;
+      std::vector<char> crit(P, 0);
+      for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+        for (size_t i = 0; i < p.gpus[gi].ops.size(); ++i) {
+          if (sl[p.gpus[gi].ops[i]] <= 1000) crit[x.op_pack[gi][i]] = 1;
+        }
+      }
+      for (uint32_t k = 0; k < P; ++k) {
+        if (crit[k] && idx[k] < top) {
+          ++idx[k];
+          raised = true;
+        }
+      }
+      if (!raised) {  // nothing critical left to raise: raise everything
+        for (uint32_t k = 0; k < P; ++k) idx[k] = std::min(top, idx[k] + 1);
+      }
+    }
+    if (!pl.feasible) pl = s.default_plan, pl.name = "slack_only";
+    s.baselines.push_back(pl);
+  }
+  // Per-phase clocks: forward / backward / optimizer / communication, by coordinate descent.
+  {
+    const graph::Graph& g = pr.workload->graph;
+    auto phase_of_name = [](std::string_view nm) {
+      std::string s2(nm);
+      std::transform(s2.begin(), s2.end(), s2.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+      auto has = [&](const char* k) { return s2.find(k) != std::string::npos; };
+      if (has("nccl")) return 3;
+      if (has("adam") || has("sgd") || has("optim") || has("multi_tensor") || has("foreach")) return 2;
+      if (has("backward") || has("bwd") || has("grad") || has("dgrad") || has("wgrad")) return 1;
+      return 0;
+    };
+    std::vector<int> phase(P, 0);
+    for (uint32_t k = 0; k < P; ++k) {
+      double w[4] = {0, 0, 0, 0};
+      const pack::Pack& pk = p.packs[k];
+      const auto& ops = p.gpus[pk.gpu].ops;
+      for (uint32_t i = pk.first_op; i <= pk.last_op && pk.first_op <= pk.last_op; ++i) {
+        w[phase_of_name(g.strings.view(g.name[ops[i]]))] += double(g.dur_ns[ops[i]]);
+      }
+      phase[k] = int(std::max_element(w, w + 4) - w);
+    }
+    int phase_clock[4] = {pr.default_clock_mhz, pr.default_clock_mhz, pr.default_clock_mhz, pr.default_clock_mhz};
+    auto build = [&](const int* pc) {
+      std::vector<int> clocks(P);
+      for (uint32_t k = 0; k < P; ++k) clocks[k] = pc[phase[k]];
+      return clocks;
+    };
+    Plan bestp = s.default_plan;
+    bestp.name = "per_phase";
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int ph = 0; ph < 4; ++ph) {
+        if (std::find(phase.begin(), phase.end(), ph) == phase.end()) continue;
+        for (size_t ci = 0; ci < x.clocks.size(); ci += std::max<size_t>(1, x.clocks.size() / 16)) {
+          int trial[4] = {phase_clock[0], phase_clock[1], phase_clock[2], phase_clock[3]};
+          trial[ph] = x.clocks[ci];
+          Plan pl = check(predict_prepared(pr, x, build(trial), "per_phase"));
+          if (pl.feasible && pl.energy_j < bestp.energy_j) {
+            bestp = pl;
+            phase_clock[ph] = trial[ph];
+          }
+        }
+      }
+    }
+    s.baselines.push_back(bestp);
+  }
+  // The policy is the best verified plan: a baseline that the switching costs favour wins over the DP's.
+  for (const Plan& b : s.baselines) {
+    if (b.feasible && b.energy_j < s.policy.energy_j) {
+      s.policy = b;
+      s.policy_from = b.name;
+    }
+  }
+  s.policy.name = "policy";
+  s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+Result<Plan> exhaustive(const Problem& pr, double max_slowdown, int64_t max_combinations) {
+  Prepared x = prepare(pr);
+  const size_t P = pr.packing->packs.size();
+  double combos = std::pow(double(x.clocks.size()), double(P));
+  if (combos > double(max_combinations))
+    return make_error("exhaustive", fmt::format("{} packs × {} clocks is too many combinations", P, x.clocks.size()));
+  Plan def = predict_prepared(pr, x, std::vector<int>(P, pr.default_clock_mhz), "default");
+  const int64_t target = int64_t(std::floor(double(def.time_ns) * (1 + max_slowdown)));
+  Plan best = def;
+  best.feasible = true;
+  std::vector<size_t> idx(P, 0);
+  while (true) {
+    std::vector<int> clocks(P);
+    for (size_t k = 0; k < P; ++k) clocks[k] = x.clocks[idx[k]];
+    Plan pl = predict_prepared(pr, x, clocks, "exhaustive");
+    if (pl.time_ns <= target && pl.energy_j < best.energy_j) {
+      best = pl;
+      best.feasible = true;
+    }
+    size_t k = 0;
+    while (k < P && ++idx[k] == x.clocks.size()) idx[k++] = 0;
+    if (k == P) break;
+  }
+  best.name = "exhaustive";
+  return best;
+}
+
+}  // namespace emo::optimize

@@ -1,0 +1,337 @@
+// Packing of each GPU's timeline into atoms (class-homogeneous runs), signatures (repeated op
+// sequences) and packs (atoms grouped to outlast clock switches). See emo/pack/pack.h.
+#include "emo/pack/pack.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace emo::pack {
+
+using graph::NodeId;
+using graph::NodeKind;
+
+const char* to_string(SlackClass c) { return c == SlackClass::kCritical ? "critical" : "slack-rich"; }
+const char* to_string(Boundness b) {
+  switch (b) {
+    case Boundness::kCompute: return "compute";
+    case Boundness::kMemory: return "memory";
+    case Boundness::kCommunication: return "communication";
+    case Boundness::kIdle: return "idle";
+  }
+  return "idle";
+}
+
+Boundness boundness_of_name(std::string_view name, bool is_copy) {
+  if (is_copy) return Boundness::kMemory;
+  std::string s(name);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  auto has = [&](const char* k) { return s.find(k) != std::string::npos; };
+  if (has("nccl")) return Boundness::kCommunication;
+  if (has("gemm") || has("xmma") || has("cutlass") || has("matmul") || has("flash") || has("fmha") ||
+      has("attention") || has("conv") || has("wgmma") || has("sm80_") || has("sm90_"))
+    return Boundness::kCompute;
+  return Boundness::kMemory;
+}
+
+std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n) {
+  std::vector<int> out;
+  const double hi = profile.default_clock_mhz.value;
+  const double lo = std::max<double>(profile.min_clock_mhz(), 0.5 * profile.max_clock_mhz());
+  for (int i = 0; i < n; ++i) {
+    const double f = n == 1 ? hi : hi - (hi - lo) * double(i) / double(n - 1);
+    const int c = profile.nearest_clock(f);
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+uint64_t fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
+                           const device::DeviceProfile& profile, const PackOptions& opt) {
+  const graph::Graph& g = w.graph;
+  if (opt.min_switch_multiple < 0) return make_error("--min-pack", "must not be negative");
+  if (opt.profile_clocks < 2) return make_error("--profile-clocks", "at least 2 clocks are needed to fit a model");
+  replay::Replayer rp(g);
+  replay::Timeline tl;
+  rp.run(tl);
+  Packing p;
+  p.step_begin_ns = tl.begin_ns;
+  p.step_ns = tl.makespan_ns();
+  p.min_pack_ns = opt.min_pack_ns >= 0 ? opt.min_pack_ns
+                                       : int64_t(opt.min_switch_multiple * profile.switch_latency_median_ms.value * 1e6);
+
+  // ---- ops per GPU (rank), index order: measured start, ties by stream ----
+  const size_t n_ranks = g.rank_paths.size();
+  p.gpus.resize(n_ranks);
+  for (uint32_t r = 0; r < n_ranks; ++r) p.gpus[r].rank = r;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n])) p.gpus[g.rank[n]].ops.push_back(n);
+  }
+  for (GpuOps& go : p.gpus) {
+    std::sort(go.ops.begin(), go.ops.end(), [&](NodeId x, NodeId y) {
+      if (g.meas_start_ns[x] != g.meas_start_ns[y]) return g.meas_start_ns[x] < g.meas_start_ns[y];
+      return g.lanes[g.lane[x]].stream < g.lanes[g.lane[y]].stream;
+    });
+    std::unordered_map<uint64_t, uint32_t> seen;
+    go.occurrence.reserve(go.ops.size());
+    for (NodeId n : go.ops) {
+      const uint64_t key = (uint64_t(g.name[n]) << 32) | uint32_t(g.lanes[g.lane[n]].stream);
+      go.occurrence.push_back(seen[key]++);
+    }
+    p.kernel_ops += int64_t(go.ops.size());
+  }
+  if (p.kernel_ops == 0) return make_error("pack", "the step has no GPU operations to pack");
+
+  // ---- atoms ----
+  std::unordered_map<uint64_t, uint32_t> sig_index;
+  auto signature_of = [&](uint64_t h, Boundness b, uint32_t ops, NodeId first) {
+    auto [it, fresh] = sig_index.try_emplace(h, uint32_t(p.signatures.size()));
+    if (fresh) {
+      Signature s;
+      s.hash = h;
+      s.ops = ops;
+      s.bound = b;
+      s.first_name = first == graph::kNoId ? "(idle)" : std::string(g.strings.view(g.name[first]));
+      p.signatures.push_back(std::move(s));
+    }
+    ++p.signatures[it->second].members;
+    return it->second;
+  };
+  const int64_t crit_ns = int64_t(opt.critical_slack_us * 1e3);
+  for (uint32_t gi = 0; gi < p.gpus.size(); ++gi) {
+    const GpuOps& go = p.gpus[gi];
+    if (go.ops.empty()) continue;
+    auto cls = [&](NodeId n) {
+      SlackClass s = a.slack_ns[n] <= crit_ns ? SlackClass::kCritical : SlackClass::kSlackRich;
+      Boundness b = boundness_of_name(g.strings.view(g.name[n]),
+                                      g.kind[n] == NodeKind::kMemcpy || g.kind[n] == NodeKind::kMemset);
+      return std::make_pair(s, b);
+    };
+    size_t i = 0;
+    while (i < go.ops.size()) {
+      Atom at;
+      at.gpu = gi;
+      at.first = uint32_t(i);
+      auto [s0, b0] = cls(go.ops[i]);
+      at.slack = s0;
+      at.bound = b0;
+      int64_t run_end = tl.end(go.ops[i]);
+      int64_t busy = 0, cur_b = tl.start(go.ops[i]), cur_e = run_end;
+      uint64_t h = fnv(1469598103934665603ull, uint64_t(s0) * 7 + uint64_t(b0));
+      size_t j = i;
+      while (true) {
+        const NodeId n = go.ops[j];
+        h = fnv(fnv(h, g.name[n]), uint64_t(uint32_t(g.lanes[g.lane[n]].stream)));
+        at.op_ns += tl.end(n) - tl.start(n);
+        if (tl.start(n) > cur_e) {
+          busy += cur_e - cur_b;
+          cur_b = tl.start(n);
+          cur_e = tl.end(n);
+        } else {
+          cur_e = std::max(cur_e, tl.end(n));
+        }
+        run_end = std::max(run_end, tl.end(n));
+        if (j + 1 >= go.ops.size()) break;
+        const NodeId nx = go.ops[j + 1];
+        auto [s1, b1] = cls(nx);
+        if ((opt.split_slack && s1 != s0) || (opt.split_boundness && b1 != b0)) break;
+        if (tl.start(nx) - run_end >= opt.idle_gap_ns) break;
+        ++j;
+      }
+      busy += cur_e - cur_b;
+      at.last = uint32_t(j);
+      at.begin_ns = tl.start(go.ops[i]) - tl.begin_ns;
+      at.end_ns = run_end - tl.begin_ns;
+      at.busy_ns = busy;
+      at.signature = signature_of(h, b0, uint32_t(j - i + 1), go.ops[i]);
+      p.atoms.push_back(at);
+      i = j + 1;
+      if (i < go.ops.size() && tl.start(go.ops[i]) - run_end >= opt.idle_gap_ns) {
+        Atom idle;
+        idle.gpu = gi;
+        idle.first = uint32_t(i);
+        idle.last = uint32_t(i - 1);
+        idle.begin_ns = run_end - tl.begin_ns;
+        idle.end_ns = tl.start(go.ops[i]) - tl.begin_ns;
+        idle.bound = Boundness::kIdle;
+        idle.signature = signature_of(0x1d1e, Boundness::kIdle, 0, graph::kNoId);
+        p.atoms.push_back(idle);
+      }
+    }
+  }
+
+  // ---- packs: group a GPU's atoms until long enough, then cut where the class changes ----
+  size_t k = 0;
+  while (k < p.atoms.size()) {
+    const uint32_t gi = p.atoms[k].gpu;
+    size_t end = k;
+    while (end < p.atoms.size() && p.atoms[end].gpu == gi) ++end;
+    const size_t pack_start = p.packs.size();
+    size_t i = k;
+    while (i < end) {
+      Pack pk;
+      pk.gpu = gi;
+      pk.first_atom = uint32_t(i);
+      size_t j = i;
+      while (j + 1 < end) {
+        const int64_t span = p.atoms[j].end_ns - p.atoms[i].begin_ns;
+        const Atom& nx = p.atoms[j + 1];
+        const Atom& cur = p.atoms[j];
+        const bool change = nx.slack != cur.slack || nx.bound != cur.bound;
+        if (span >= p.min_pack_ns && (change || span >= 4 * std::max<int64_t>(p.min_pack_ns, 1))) break;
+        ++j;
+      }
+      pk.last_atom = uint32_t(j);
+      p.packs.push_back(pk);
+      i = j + 1;
+    }
+    // A short last pack joins the one before it.
+    if (p.packs.size() - pack_start >= 2) {
+      Pack& last = p.packs.back();
+      if (p.atoms[last.last_atom].end_ns - p.atoms[last.first_atom].begin_ns < p.min_pack_ns) {
+        p.packs[p.packs.size() - 2].last_atom = last.last_atom;
+        p.packs.pop_back();
+      }
+    }
+    k = end;
+  }
+  for (Pack& pk : p.packs) {
+    const Atom& fa = p.atoms[pk.first_atom];
+    const Atom& la = p.atoms[pk.last_atom];
+    pk.begin_ns = fa.begin_ns;
+    pk.end_ns = la.end_ns;
+    pk.first_op = fa.first;
+    pk.last_op = la.last;
+    int64_t crit = 0, per_bound[4] = {0, 0, 0, 0};
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t x = pk.first_atom; x <= pk.last_atom; ++x) {
+      const Atom& at = p.atoms[x];
+      pk.busy_ns += at.busy_ns;
+      if (at.slack == SlackClass::kCritical && at.bound != Boundness::kIdle) crit += at.busy_ns;
+      if (at.bound != Boundness::kIdle) per_bound[int(at.bound)] += at.busy_ns;
+      h = fnv(h, p.signatures[at.signature].hash);
+    }
+    per_bound[int(Boundness::kIdle)] = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
+    pk.slack = 2 * crit >= pk.busy_ns && pk.busy_ns > 0 ? SlackClass::kCritical : SlackClass::kSlackRich;
+    pk.bound = Boundness(std::max_element(per_bound, per_bound + 4) - per_bound);
+    pk.signature = h;
+  }
+
+  // ---- profiling plan and its cost ----
+  p.plan_clocks_mhz = plan_clocks(profile, opt.profile_clocks);
+  const double step_s = std::max(1e-9, double(p.step_ns) * 1e-9);
+  p.plan_steps = std::max(3, int(std::ceil(opt.profile_window_s / step_s)));
+  const int64_t clocks = int64_t(p.plan_clocks_mhz.size());
+  int64_t profiled_sigs = 0;
+  for (const Signature& s : p.signatures) profiled_sigs += s.ops > 0;
+  p.kernel_units = p.kernel_ops * clocks;
+  p.profiled_units = profiled_sigs * clocks;
+  // The lower clocks stretch the steps; 1/0.5 bounds it at the plan's lowest clock.
+  double stretch = 0;
+  for (int c : p.plan_clocks_mhz) stretch += std::min(2.0, profile.max_clock_mhz() / double(c));
+  p.profiling_gpu_s = double(p.gpus.size()) * double(p.plan_steps) * step_s * stretch;
+  return p;
+}
+
+nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs) {
+  const graph::Graph& g = w.graph;
+  nlohmann::ordered_json j;
+  (void)g;
+  j["step_us"] = double(p.step_ns) / 1e3;
+  j["min_pack_us"] = double(p.min_pack_ns) / 1e3;
+  j["gpus"] = p.gpus.size();
+  j["kernel_ops"] = p.kernel_ops;
+  j["atoms"] = p.atoms.size();
+  j["plan_clocks_mhz"] = p.plan_clocks_mhz;
+  j["plan_steps_per_clock"] = p.plan_steps;
+  j["profiling_gpu_s"] = p.profiling_gpu_s;
+  j["kernel_units"] = p.kernel_units;
+  j["profiled_units"] = p.profiled_units;
+  j["reduction"] = p.reduction();
+  nlohmann::ordered_json sigs = nlohmann::ordered_json::array();
+  for (const Signature& s : p.signatures) {
+    sigs.push_back({{"hash", fmt::format("{:016x}", s.hash)}, {"members", s.members}, {"ops", s.ops},
+                    {"boundness", to_string(s.bound)}, {"first_name", s.first_name}});
+  }
+  j["signatures"] = std::move(sigs);
+  nlohmann::ordered_json packs = nlohmann::ordered_json::array();
+  size_t listed = 0;
+  for (const Pack& pk : p.packs) {
+    if (!list_packs && listed >= 1000) break;
+    ++listed;
+    const GpuOps& go = p.gpus[pk.gpu];
+    nlohmann::ordered_json e{{"rank", g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank]},
+                             {"begin_us", double(pk.begin_ns) / 1e3},
+                             {"end_us", double(pk.end_ns) / 1e3},
+                             {"busy_us", double(pk.busy_ns) / 1e3},
+                             {"slack_class", to_string(pk.slack)},
+                             {"boundness", to_string(pk.bound)},
+                             {"signature", fmt::format("{:016x}", pk.signature)},
+                             {"atoms", pk.last_atom - pk.first_atom + 1}};
+    if (pk.first_op <= pk.last_op) {
+      e["first_op"] = pk.first_op;
+      e["last_op"] = pk.last_op;
+      e["kernels"] = pk.last_op - pk.first_op + 1;
+      e["first_name"] = std::string(g.strings.view(g.name[go.ops[pk.first_op]]));
+    } else {
+      e["kernels"] = 0;
+    }
+    packs.push_back(std::move(e));
+  }
+  j["packs_total"] = p.packs.size();
+  j["packs"] = std::move(packs);
+  return nlohmann::json::parse(j.dump());
+}
+
+std::string to_text(const analysis::Workload& w, const Packing& p) {
+  std::string out = fmt::format(
+      "step {:.3f} ms on {} GPU(s), {} GPU ops -> {} atoms, {} packs (min pack {:.1f} ms)\n"
+      "signatures: {} ({} with kernels); profiled units {} vs {} per-kernel ({:.1f}x fewer)\n"
+      "profiling plan: clocks {} MHz, {} steps each, {:.2f} GPU-s\n",
+      double(p.step_ns) / 1e6, p.gpus.size(), p.kernel_ops, p.atoms.size(), p.packs.size(),
+      double(p.min_pack_ns) / 1e6, p.signatures.size(),
+      std::count_if(p.signatures.begin(), p.signatures.end(), [](const Signature& s) { return s.ops > 0; }),
+      p.profiled_units, p.kernel_units, p.reduction(), fmt::join(p.plan_clocks_mhz, ","), p.plan_steps,
+      p.profiling_gpu_s);
+  const graph::Graph& g = w.graph;
+  size_t shown = 0;
+  for (const Pack& pk : p.packs) {
+    if (++shown > 20) {
+      out += fmt::format("... {} more packs (--json for all)\n", p.packs.size() - 20);
+      break;
+    }
+    const GpuOps& go = p.gpus[pk.gpu];
+    out += fmt::format("  rank {} [{:9.3f} .. {:9.3f}] ms  {:>10}  {:>13}  {:5} ops  {}\n",
+                       g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank], double(pk.begin_ns) / 1e6,
+                       double(pk.end_ns) / 1e6, to_string(pk.slack), to_string(pk.bound),
+                       pk.first_op <= pk.last_op ? pk.last_op - pk.first_op + 1 : 0,
+                       fmt::format("{:016x}", pk.signature).substr(0, 8));
+  }
+  return out;
+}
+
+std::string packs_csv(const analysis::Workload& w, const Packing& p) {
+  const graph::Graph& g = w.graph;
+  std::string out = "rank,begin_us,end_us,busy_us,slack_class,boundness,first_op,last_op,signature\n";
+  for (const Pack& pk : p.packs) {
+    const GpuOps& go = p.gpus[pk.gpu];
+    out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}\n",
+                       g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank], double(pk.begin_ns) / 1e3,
+                       double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3, to_string(pk.slack), to_string(pk.bound),
+                       pk.first_op, int64_t(pk.last_op), pk.signature);
+  }
+  return out;
+}
+
+}  // namespace emo::pack

@@ -1,0 +1,257 @@
+// The emulated GPU: at the default clock it reproduces the trace it was given; lower clocks slow
+// compute-bound work more than memory-bound work; clock changes land after the switching latency;
+// the energy counter behaves like NVML's; its Kineto output reads back into the same step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "../../src/emulator/truth.h"
+#include "emo/analysis/analysis.h"
+#include "emo/emulator/emulator.h"
+#include "emo/model/datasets.h"
+#include "emo/synth/synth.h"
+#include "test_util.h"
+
+namespace emo::emulator {
+namespace {
+
+analysis::Workload synth_workload(synth::Workload kind, int ranks, int layers) {
+  synth::Options o;
+  o.workload = kind;
+  o.ranks = ranks;
+  o.layers = layers;
+  o.steps = 2;
+  o.seed = 3;
+  std::vector<trace::RankTrace> traces;
+  for (int r = 0; r < ranks; ++r) {
+    auto t = trace::parse_trace(synth::render_trace(o, r), "rank" + std::to_string(r));
+    EXPECT_TRUE(t.ok());
+    traces.push_back(std::move(*t));
+  }
+  auto w = analysis::assemble(std::move(traces), {});
+  EXPECT_TRUE(w.ok()) << (w ? "" : w.error().what);
+  return std::move(*w);
+}
+
+EmulatedGpu gpu(const char* name, uint64_t seed = 5) { return EmulatedGpu(*device::builtin_profile(name), seed); }
+
+TEST(Emulator, DefaultClockReproducesTheTrace) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 2, 3);
+  RunOptions o;
+  o.jitter = 0;
+  auto run = gpu("h100").run(w, {}, o);
+  ASSERT_TRUE(run.ok()) << run.error().what;
+  replay::Replayer rp(w.graph);
+  replay::Timeline tl;
+  rp.run(tl);
+  ASSERT_EQ(run->step_ns.size(), 1u);
+  EXPECT_NEAR(double(run->step_ns[0]), double(tl.makespan_ns()), 0.001 * double(tl.makespan_ns()));
+  // Energy lies between all-idle and all-at-TDP.
+  const double span_s = double(run->end_ns - run->begin_ns) * 1e-9;
+  const device::DeviceProfile p = *device::builtin_profile("h100");
+  EXPECT_GT(run->energy_j, 2 * 0.8 * p.idle_power_w.value * span_s);
+  EXPECT_LT(run->energy_j, 2 * p.tdp_w.value * span_s);
+}
+
+TEST(Emulator, LowerClockSlowsComputeMoreThanMemory) {
+  const device::DeviceProfile p = *device::builtin_profile("a100");
+  detail::GpuTruth g = detail::make_gpu_truth(p, 1);
+  const double half = p.max_clock_mhz() / 2.0;
+  const double gemm = g.time_ratio(detail::make_kernel_truth("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 1), half);
+  const double elem = g.time_ratio(detail::make_kernel_truth("void at::native::vectorized_elementwise_kernel<4>", 1),
+                                   0.8 * p.max_clock_mhz());
+  EXPECT_GT(gemm, 1.8);   // ~1/f
+  EXPECT_LT(gemm, 2.05);
+  EXPECT_LT(elem, 1.05);  // flat above the memory knee
+  // Power rises with the clock for every class.
+  for (const char* name : {"ampere_gemm", "flash_fwd_kernel", "vectorized_elementwise", "reduce_kernel", "ncclDevKernel"}) {
+    auto k = detail::make_kernel_truth(name, 1);
+    EXPECT_LT(g.power_w(k, half), g.power_w(k, p.max_clock_mhz())) << name;
+  }
+}
+
+TEST(Emulator, LockedLowClockIsSlowerAndClockChangesLandLate) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 4);
+  EmulatedGpu dev = gpu("h100");
+  RunOptions o;
+  o.jitter = 0;
+  auto hi = dev.run(w, ClockSchedule::locked(1980), o);
+  auto lo = dev.run(w, ClockSchedule::locked(990), o);
+  ASSERT_TRUE(hi && lo);
+  EXPECT_GT(lo->step_ns[0], hi->step_ns[0] * 5 / 4);
+  // A change issued at the step's start takes effect only after the switching latency: the first
+  // milliseconds still run at the old clock, so the step is faster than when locked low throughout.
+  ClockSchedule s;
+  s.initial_mhz = 1980;
+  s.ranks = {{{0, 990}}};
+  auto mixed = dev.run(w, s, o);
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->ranks[0].clock_changes, 1);
+  EXPECT_LT(mixed->step_ns[0], lo->step_ns[0]);
+  EXPECT_GE(mixed->step_ns[0], hi->step_ns[0]);
+}
+
+TEST(Emulator, UnsupportedClockIsAnError) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 1);
+  auto run = gpu("h100").run(w, ClockSchedule::locked(1234), {});
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error().what.find("not a supported clock"), std::string::npos);
+}
+
+TEST(Emulator, EnergyCounterUpdatesCoarselyAndAddsUp) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 3);
+  RunOptions o;
+  o.steps = 40;
+  o.trace_steps = 0;
+  auto run = gpu("a100").run(w, {}, o);
+  ASSERT_TRUE(run.ok());
+  const auto& log = run->ranks[0].energy;
+  ASSERT_GT(log.size(), 3u);
+  for (size_t i = 1; i < log.size(); ++i) {
+    EXPECT_GE(log[i].energy_mj, log[i - 1].energy_mj);
+    const double gap_ms = double(log[i].t_ns - log[i - 1].t_ns) / 1e6;
+    EXPECT_GT(gap_ms, 15);
+    EXPECT_LT(gap_ms, 25);
+  }
+  // The counter's rate over its whole log is the run's mean power.
+  const double span_s = double(log.back().t_ns - log.front().t_ns) * 1e-9;
+  const double counter_w = double(log.back().energy_mj - log.front().energy_mj) * 1e-3 / span_s;
+  const double mean_w = run->energy_j / (double(run->end_ns - run->begin_ns) * 1e-9);
+  EXPECT_NEAR(counter_w, mean_w, 0.1 * mean_w);
+}
+
+TEST(Emulator, TraceReadsBackAsTheSameStep) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 2, 2);
+  RunOptions o;
+  o.steps = 3;
+  o.trace_steps = 2;
+  o.jitter = 0;
+  auto run = gpu("h200").run(w, ClockSchedule::locked(1410), o);
+  ASSERT_TRUE(run.ok());
+  std::vector<trace::RankTrace> back;
+  for (const auto& rr : run->ranks) {
+    auto t = trace::parse_trace(rr.trace_json, "emulated");
+    ASSERT_TRUE(t.ok()) << t.error().what;
+    EXPECT_EQ(t->stats.error_count(), 0);
+    back.push_back(std::move(*t));
+  }
+  auto w2 = analysis::assemble(std::move(back), {});
+  ASSERT_TRUE(w2.ok()) << w2.error().what;
+  int64_t gpu_ops = 0, gpu_ops2 = 0;
+  for (auto k : w.graph.kind) gpu_ops += graph::is_gpu(k);
+  for (auto k : w2->graph.kind) gpu_ops2 += graph::is_gpu(k);
+  EXPECT_EQ(gpu_ops, gpu_ops2);
+  replay::Replayer rp(w2->graph);
+  replay::Timeline tl;
+  rp.run(tl);
+  EXPECT_NEAR(double(tl.makespan_ns()), double(run->step_ns.back()), 0.01 * double(run->step_ns.back()));
+}
+
+TEST(Emulator, SameSeedSameGpuDifferentSeedDifferentGpu) {
+  auto w = synth_workload(synth::Workload::kInferDecode, 1, 2);
+  auto a = gpu("h100", 1).run(w, ClockSchedule::locked(1200), {});
+  auto b = gpu("h100", 1).run(w, ClockSchedule::locked(1200), {});
+  auto c = gpu("h100", 2).run(w, ClockSchedule::locked(1200), {});
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->step_ns, b->step_ns);
+  EXPECT_EQ(a->energy_j, b->energy_j);
+  EXPECT_NE(a->energy_j, c->energy_j);
+}
+
+// ---- the truth's curves against measured DVFS data ----
+namespace shape {
+
+struct Fit {
+  double time_mape = 0, power_mape = 0;
+  size_t units = 0;
+};
+
+// For each measured unit, the best kernel of the truth's family (compute share, overhead, activity on
+// a grid) for its normalized time curve T(f)/T(f_max) and power curve P(f)/P(f_max); the median over
+// units of the per-unit MAPE says whether the emulator's curves have the real data's shape.
+Fit fit_family(const model::Dataset& d, const device::DeviceProfile& p, double min_frac) {
+  detail::GpuTruth g = detail::make_gpu_truth(p, 1);
+  std::vector<double> tm, pm;
+  for (const auto& u : d.units) {
+    if (u.samples.size() < 4) continue;
+    const model::Point& top = u.samples.back();
+    g.f_max = top.clock_mhz;  // normalize at the unit's highest measured clock
+    double best_t = 1e9, best_p = 1e9;
+    for (double c = 0.0; c <= 1.0001; c += 0.02) {
+      for (double o = 0.0; o <= 0.6001; o += 0.02) {
+        detail::KernelTruth k;
+        k.compute = std::min(0.999, c);
+        k.overhead = o;
+        double et = 0;
+        size_t n = 0;
+        for (const auto& s : u.samples) {
+          if (s.clock_mhz < min_frac * top.clock_mhz) continue;
+          const double want = s.time_s / top.time_s;
+          et += std::abs(g.time_ratio(k, s.clock_mhz) - want) / want;
+          ++n;
+        }
+        et /= double(std::max<size_t>(1, n));
+        if (et > best_t + 1e-12) continue;
+        best_t = et;
+        // Power shape at this time fit: best activity split (static vs dynamic) on a grid.
+        double bp = 1e9;
+        for (double act = 0.2; act <= 1.6; act += 0.05) {
+          k.activity = act;
+          double ep = 0;
+          const double p_top = g.power_w(k, top.clock_mhz);
+          const double m_top = top.energy_j / top.time_s;
+          for (const auto& s : u.samples) {
+            if (s.clock_mhz < min_frac * top.clock_mhz) continue;
+            const double want = (s.energy_j / s.time_s) / m_top;
+            ep += std::abs(g.power_w(k, s.clock_mhz) / p_top - want) / want;
+          }
+          bp = std::min(bp, ep / double(std::max<size_t>(1, n)));
+        }
+        best_p = bp;
+      }
+    }
+    tm.push_back(100 * best_t);
+    pm.push_back(100 * best_p);
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  Fit f;
+  f.units = tm.size();
+  if (!tm.empty()) {
+    f.time_mape = median(tm);
+    f.power_mape = median(pm);
+  }
+  return f;
+}
+
+}  // namespace shape
+
+TEST(EmulatorShape, FitsTheV100KernelSweeps) {
+  EMO_REQUIRE_SHARED(path, "dvfs/dvfs_v100pcie_nvdvfsbench_real_slim.csv");
+  auto d = model::load_dataset(path, model::Format::kNvDvfs);
+  ASSERT_TRUE(d.ok()) << d.error().what;
+  const shape::Fit f = shape::fit_family(*d, *device::builtin_profile("v100-pcie"), 0.45);
+  std::printf("V100 kernel sweeps: %zu units, median time MAPE %.2f %%, power MAPE %.2f %%\n", f.units,
+              f.time_mape, f.power_mape);
+  ASSERT_GT(f.units, 10u);
+  EXPECT_LT(f.time_mape, 3.0);
+  EXPECT_LT(f.power_mape, 5.0);
+}
+
+TEST(EmulatorShape, FitsThePerseusA100Stages) {
+  EMO_REQUIRE_SHARED(path, "dvfs/zeus-kronos__emulation__stage_profile__gpt3-175b_a100_sxm_bf16.csv");
+  auto d = model::load_dataset(path, model::Format::kPerseus);
+  ASSERT_TRUE(d.ok()) << d.error().what;
+  const shape::Fit f = shape::fit_family(*d, *device::builtin_profile("a100"), 0.45);
+  std::printf("Perseus A100 stages: %zu units, median time MAPE %.2f %%, power MAPE %.2f %%\n", f.units,
+              f.time_mape, f.power_mape);
+  ASSERT_GT(f.units, 4u);
+  EXPECT_LT(f.time_mape, 3.0);
+  EXPECT_LT(f.power_mape, 5.0);
+}
+
+}  // namespace
+}  // namespace emo::emulator

@@ -1,0 +1,166 @@
+// `emo calibrate --device DEV [--clocks A,B,C] [--min-seconds S] [--json FILE] [-o PROFILE.json]`:
+// run the microbenchmarks at several locked SM clocks and fit a device profile (docs/calibrate.md).
+// The clock is reset afterwards whatever happens, Ctrl-C included. `-o` writes the fitted profile in
+// the schema `--device FILE` reads.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+#include "emo/backends/backends.h"
+#include "emo/base/file_util.h"
+#include "emo/calibrate/calibrate.h"
+#include "emo/device/nvml.h"
+
+namespace emo::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string device;
+  std::string clocks;
+  double min_seconds = 2.0;
+  std::string json_out;
+  std::string profile_out;
+};
+
+constexpr const char* kAcceptedSpecs =
+    "calibrate a device that runs benchmarks: nvml:N (GPU N as nvidia-smi numbers it) or emulated:NAME "
+    "(NAME = a built-in profile)";
+
+// DEV -> a device that can lock clocks and run the microbenchmarks.
+Result<std::unique_ptr<device::Device>> open_for_calibration(const std::string& spec) {
+  if (spec.rfind("nvml:", 0) == 0) {
+    std::string n = spec.substr(5);
+    int index = -1;
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
+    if (n.empty() || ec != std::errc() || p != n.data() + n.size() || index < 0)
+      return make_error(spec, "'" + n + "' is not a GPU index", "write nvml:0 for the first GPU");
+    return device::open_nvml_device(index);
+  }
+  if (spec.rfind("emulated:", 0) == 0) return backends::open_device(spec);
+  auto profile = device::load_profile(spec);
+  if (profile) return make_error(spec, "a device profile cannot run benchmarks", kAcceptedSpecs);
+  return make_error(spec, "unknown device", kAcceptedSpecs);
+}
+
+// "1410,1110,810" -> {1410, 1110, 810}.
+Result<std::vector<int>> parse_clocks(const std::string& text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    int v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0)
+      return make_error("--clocks", "'" + item + "' is not a clock in MHz",
+                        "write the clocks as A,B,C, e.g. 810,1110,1410");
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void print_summary(const calibrate::CalibrationResult& r) {
+  const auto& p = r.profile;
+  std::string out =
+      fmt::format("{} ({}): calibrated from the {} profile at {} clocks ({}..{} MHz), {} runs\n",
+                  r.device_spec, r.model_name, r.base_profile, r.clocks_mhz.size(), r.clocks_mhz.front(),
+                  r.clocks_mhz.back(), r.measurements.size());
+  out += fmt::format("  V(f):   knee {:.0f} MHz, floor {:.3f} x V(f_max){}\n", p.voltage.knee_mhz.value,
+                     p.voltage.floor_rel.value,
+                     r.fit.voltage_floor_seen ? "" : " (knee outside the calibrated clocks)");
+  out += fmt::format(
+      "  power:  P_const {:.1f} W, dynamic {:.1f} W at f_max (tensor-core GEMM {:.1f} W), stalled-SM "
+      "share {:.2f}, memory {:.1f} W   (rms {:.2f} %, max {:.2f} % over {} runs)\n",
+      p.power.const_w.value, p.power.dynamic_w.value, r.fit.gemm_dynamic_w, p.power.clock_frac.value,
+      p.power.mem_w.value, r.fit.power_rms_pct, r.fit.power_max_pct, r.fit.power_points);
+  out += fmt::format("  memory: knee {:.3f} x f_max, exponent {:.2f}   (stream-copy time rms {:.2f} %)\n",
+                     p.time.mem_knee_frac.value, p.time.mem_gamma.value, r.fit.copy_time_rms_pct);
+  out += fmt::format("  idle:   {:.1f} W   FMA time vs 1/f rms {:.2f} %\n", p.idle_power_w.value,
+                     r.fit.fma_time_rms_pct);
+  std::fputs(out.c_str(), stdout);
+}
+
+int run(const CalibrateArgs& a) {
+  calibrate::CalibrateOptions opt;
+  opt.min_seconds = a.min_seconds;
+  if (!a.clocks.empty()) {
+    auto c = parse_clocks(a.clocks);
+    if (!c) {
+      fail(c.error());
+      return kExitUsage;
+    }
+    opt.clocks_mhz = *c;
+  }
+  if (!(a.min_seconds > 0)) {
+    fail(make_error("--min-seconds", "must be > 0"));
+    return kExitUsage;
+  }
+  auto dev = open_for_calibration(a.device);
+  if (!dev) return fail(dev.error());
+  auto* nvml = dynamic_cast<device::NvmlDevice*>(dev->get());
+  if (nvml && !nvml->profile_note().empty()) warn(nvml->profile_note());
+  opt.progress = [nvml](const calibrate::Measurement& m) {
+    std::string what = device::to_string(m.kind);
+    if (m.kind == device::BenchKind::kIntensity) what += fmt::format(" {:g}", m.flops_per_byte);
+    std::fputs(fmt::format("  {:>5} MHz  {:<16} {:7.2f} s  {:7.1f} W\n", m.clock_mhz, what, m.run.seconds,
+                           m.run.power_w())
+                   .c_str(),
+               stderr);
+    if (nvml) {
+      std::string why = nvml->last_telemetry().slowdown();
+      if (!why.empty()) warn(fmt::format("{} at {} MHz: the GPU reported {}", what, m.clock_mhz, why));
+    }
+  };
+  std::fputs(fmt::format("calibrating {} ({}): the SM clock is locked during the runs and reset afterwards\n",
+                         (*dev)->spec(), (*dev)->model_name())
+                 .c_str(),
+             stderr);
+  auto res = calibrate::calibrate(**dev, opt);
+  if (!res) return fail(res.error());
+
+  if (!a.profile_out.empty()) {
+    Status s = write_file_atomic(a.profile_out, device::profile_to_json(res->profile) + "\n");
+    if (!s.ok()) return fail(s.error());
+  }
+  if (!a.json_out.empty()) {
+    Status s = write_file_atomic(a.json_out, calibrate::to_json(*res) + "\n");
+    if (!s.ok()) return fail(s.error());
+  }
+  if (a.json_out == "-") return kExitOk;
+  print_summary(*res);
+  for (const auto& w : res->warnings) warn(w);
+  if (!a.profile_out.empty() && a.profile_out != "-")
+    std::fputs(fmt::format("wrote {} (use it as --device {})\n", a.profile_out, a.profile_out).c_str(),
+               stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_calibrate(CLI::App& root, Action& action) {
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* sub =
+      root.add_subcommand("calibrate",
+                          "Run the microbenchmarks (FMA loop, stream copy, an arithmetic-intensity sweep, "
+                          "tensor-core GEMM, idle) at "
+                          "several locked SM clocks and fit a device profile: V(f) knee and floor, power "
+                          "coefficients, memory knee, "
+                          "idle power. Locking clocks needs root; the clock is always reset afterwards.");
+  sub->add_option("--device", args->device, "the GPU: nvml:N or emulated:NAME")->required();
+  sub->add_option("--clocks", args->clocks,
+                  "SM clocks to calibrate at, A,B,C in MHz (default: 6 spread from 0.3 x "
+                  "the highest supported clock to the highest)");
+  sub->add_option("--min-seconds", args->min_seconds, "how long each benchmark runs, at least (default 2)");
+  sub->add_option("--json", args->json_out, "write the measurements, fit and profile to FILE ('-' = stdout)");
+  sub->add_option("-o,--output", args->profile_out,
+                  "write the fitted profile (the schema --device FILE reads)");
+  sub->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace emo::cli

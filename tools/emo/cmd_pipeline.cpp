@@ -1,0 +1,181 @@
+// `emo pipeline --profile CSV --microbatches N --blocking-power W [--compare PUBLISHED.csv]`:
+// Perseus-compatible planning — the 1F1B pipeline DAG from a stage profile, the whole time–energy
+// frontier of per-instruction clock plans with the published (lowtime) accounting, the same plans
+// with the measured profile, and optionally a point-by-point comparison with a published frontier.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "emo/base/file_util.h"
+#include "emo/pipeline/pipeline.h"
+
+namespace emo::cli {
+
+namespace {
+
+struct PipelineArgs {
+  std::string profile;
+  int microbatches = 0;
+  int stages = 0;
+  double blocking_power = -1;
+  double unit_time = 0;
+  std::string accounting = "lowtime";
+  std::string compare;
+  double tolerance = 1e-5;
+  std::string json_out;
+};
+
+nlohmann::json comparison_json(const pipeline::Comparison& c, const std::string& path) {
+  return {{"published", path},
+          {"points", c.points},
+          {"covered", c.covered},
+          {"ours_le", c.ours_le},
+          {"ours_within_tolerance", c.ours_within},
+          {"tolerance_rel", c.tolerance},
+          {"max_rel_diff", c.max_rel_diff},
+          {"max_rel_diff_time_s", c.max_rel_diff_time_s},
+          {"mean_rel_diff", c.mean_rel_diff},
+          {"min_rel_diff", c.min_rel_diff},
+          {"vs_their_step",
+           {{"ours_le", c.ours_le_step}, {"max_rel_diff", c.max_rel_diff_step}, {"mean_rel_diff", c.mean_rel_diff_step}}}};
+}
+
+int run(const PipelineArgs& a) {
+  if (a.microbatches < 1) return fail(make_error("--microbatches", "must be >= 1"));
+  if (a.stages < 0) return fail(make_error("--stages", "must be >= 1"));
+  if (!(a.blocking_power >= 0) || !std::isfinite(a.blocking_power))
+    return fail(make_error("--blocking-power", "must be >= 0 W", "Perseus uses 83.64 W for A100 and 70.38 W for A40"));
+  if (a.unit_time < 0 || !std::isfinite(a.unit_time)) return fail(make_error("--unit-time", "must be > 0 seconds"));
+  if (!(a.tolerance >= 0)) return fail(make_error("--tolerance", "must be >= 0"));
+  pipeline::Accounting accounting;
+  if (a.accounting == "lowtime") {
+    accounting = pipeline::Accounting::kLowtime;
+  } else if (a.accounting == "clocks") {
+    accounting = pipeline::Accounting::kClocks;
+  } else {
+    return fail(make_error("--accounting", "unknown accounting '" + a.accounting + "'", "use lowtime or clocks"));
+  }
+
+  auto profile = pipeline::load_stage_profile(a.profile);
+  if (!profile) return fail(profile.error());
+  std::optional<pipeline::PublishedFrontier> published;
+  if (!a.compare.empty()) {
+    auto p = pipeline::load_published_frontier(a.compare);
+    if (!p) return fail(p.error());
+    published = std::move(*p);
+  }
+  // The published A100 files use 1 ms units, the A40 ones 0.1 ms: take the unit from the file compared.
+  double unit = a.unit_time > 0 ? a.unit_time : published ? pipeline::infer_unit_s(*published) : 0.001;
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = pipeline::build_model(*profile, a.stages, unit, a.blocking_power);
+  if (!model) return fail(model.error());
+  auto dag = pipeline::build_1f1b(model->stages, a.microbatches);
+  if (!dag) return fail(dag.error());
+  auto frontier = pipeline::solve_frontier(*model, *dag, {accounting});
+  if (!frontier) return fail(frontier.error());
+  double solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::optional<pipeline::Comparison> cmp;
+  if (published) cmp = pipeline::compare(*frontier, *published, unit, a.tolerance);
+
+  const auto& pts = frontier->points;
+  if (!a.json_out.empty()) {
+    nlohmann::json j;
+    j["profile"] = a.profile;
+    j["stages"] = model->stages;
+    j["microbatches"] = a.microbatches;
+    j["nodes"] = dag->num_nodes();
+    j["edges"] = dag->num_edges();
+    j["blocking_power_w"] = a.blocking_power;
+    j["unit_time_s"] = unit;
+    j["accounting"] = std::string(pipeline::accounting_name(accounting));
+    j["solve_ms"] = solve_ms;
+    j["phases"] = frontier->stats.phases;
+    j["plans"] = frontier->stats.plans;
+    j["min_time_s"] = double(frontier->stats.min_time_units) * unit;
+    j["max_time_s"] = double(frontier->stats.max_time_units) * unit;
+    nlohmann::json f = nlohmann::json::array(), fm = nlohmann::json::array();
+    for (const auto& p : pts) {
+      f.push_back({p.time_s, p.energy_j});
+      fm.push_back({p.measured_time_s, p.measured_energy_j});
+    }
+    j["frontier"] = std::move(f);
+    j["frontier_measured"] = std::move(fm);
+    nlohmann::json ins = nlohmann::json::array();
+    for (const auto& im : model->instructions) {
+      ins.push_back({{"stage", im.stage},
+                     {"instruction", std::string(pipeline::instruction_name(im.instruction))},
+                     {"clocks", im.samples},
+                     {"candidates", im.candidates.size()},
+                     {"min_units", im.min_units()},
+                     {"max_units", im.max_units()},
+                     {"fit", {{"a", im.cost.a_unshifted()}, {"b", im.cost.b}, {"c", im.cost.c}, {"rmse_j", im.fit_rmse_j}}}});
+    }
+    j["instructions"] = std::move(ins);
+    if (cmp) j["comparison"] = comparison_json(*cmp, a.compare);
+    Status s = write_file_atomic(a.json_out, j.dump(1) + "\n");
+    if (!s.ok()) return fail(s.error());
+    if (a.json_out == "-") return kExitOk;
+  }
+
+  std::string out = fmt::format("{}: {} stages x {} microbatches, 1F1B ({} nodes, {} edges), blocking power {:g} W, unit {:g} s\n",
+                                a.profile, model->stages, a.microbatches, dag->num_nodes(), dag->num_edges(),
+                                a.blocking_power, unit);
+  if (!pts.empty()) {
+    size_t emin = pts.size() - 1;
+    out += fmt::format("frontier ({} accounting): {} points in {:.1f} ms ({} flow phases for {} deadlines)\n",
+                       pipeline::accounting_name(accounting), pts.size(), solve_ms, frontier->stats.phases,
+                       frontier->stats.plans);
+    out += fmt::format("  fastest      {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J)\n", pts.front().time_s,
+                       pts.front().energy_j, pts.front().measured_time_s, pts.front().measured_energy_j);
+    out += fmt::format("  least energy {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less energy, "
+                       "{:.1f} % more time\n",
+                       pts[emin].time_s, pts[emin].energy_j, pts[emin].measured_time_s, pts[emin].measured_energy_j,
+                       100 * (1 - pts[emin].energy_j / pts.front().energy_j),
+                       100 * (pts[emin].time_s / pts.front().time_s - 1));
+  }
+  if (cmp) {
+    out += fmt::format("vs {}: at {} of {} published points ours <= theirs ({} within {:g}); max {:+.2e} (at {:g} s), "
+                       "mean {:+.2e}, best {:+.2e}\n",
+                       a.compare, cmp->ours_le, cmp->points, cmp->ours_within, cmp->tolerance, cmp->max_rel_diff,
+                       cmp->max_rel_diff_time_s, cmp->mean_rel_diff, cmp->min_rel_diff);
+    out += fmt::format("  against their own step function (their lowest energy by each time): ours <= theirs at {}, "
+                       "max {:+.2e}, mean {:+.2e}\n",
+                       cmp->ours_le_step, cmp->max_rel_diff_step, cmp->mean_rel_diff_step);
+    if (cmp->covered < cmp->points)
+      out += fmt::format("  {} published points are faster than our fastest plan\n", cmp->points - cmp->covered);
+  }
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_pipeline(CLI::App& root, Action& action) {
+  auto args = std::make_shared<PipelineArgs>();
+  auto* sub = root.add_subcommand(
+      "pipeline",
+      "Perseus-compatible: the 1F1B pipeline DAG from a stage profile and the whole time-energy frontier of "
+      "per-instruction clock plans, with the published (lowtime) energy accounting.");
+  sub->add_option("--profile", args->profile, "stage profile CSV: stage,instruction,frequency,time,energy")->required();
+  sub->add_option("--microbatches", args->microbatches, "microbatches per iteration")->required();
+  sub->add_option("--stages", args->stages, "pipeline stages (default: every stage in the profile)");
+  sub->add_option("--blocking-power", args->blocking_power,
+                  "GPU power while blocked on communication, W (Perseus: A100 83.64, A40 70.38)")
+      ->required();
+  sub->add_option("--unit-time", args->unit_time,
+                  "time quantum in seconds (default: the compared file's, else 0.001)");
+  sub->add_option("--accounting", args->accounting,
+                  "lowtime (durations on the time grid, as the published files) or clocks (each clock's own time)");
+  sub->add_option("--compare", args->compare, "a published lowtime frontier (time,energy) to compare with");
+  sub->add_option("--tolerance", args->tolerance, "relative tolerance reported with --compare (default 1e-5)");
+  sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
+  sub->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace emo::cli
