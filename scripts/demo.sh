@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# The main job on the built-in example: generate a 2-rank data-parallel
-# transformer training trace, then analyze it (critical path, slack, replay check).
+# The main job on the built-in example: synthesize a 4-rank pipeline-parallel training step, analyze it,
+# pack its GPU ops, profile and fit the packs on the emulated H100, optimize a clock per pack within 5 %
+# slowdown, evaluate the policy and the baselines, and write the report folder emo-report/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build emo >/dev/null
-out=out/example
-build/tools/emo/emo synth train-dp --ranks 2 --layers 4 --seed 1 -o "$out"
-build/tools/emo/emo analyze "$out"/train-dp_rank*.json --json "$out/analysis.json" \
-  --critical-path-csv "$out/critical_path.csv" --kernels-csv "$out/kernels.csv"
-echo "machine-readable results: $out/analysis.json, $out/critical_path.csv, $out/kernels.csv"
+build/tools/emo/emo run -o emo-report
+echo "open emo-report/report.html; load emo-report/overlay.json in Perfetto or chrome://tracing"

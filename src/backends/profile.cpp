@@ -42,7 +42,8 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text
 
 Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::Workload& w,
                                  const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
-                                 int default_clock_mhz, int steps, const std::string& name) {
+                                 const std::vector<int64_t>& issue_at_ns, int default_clock_mhz, int steps,
+                                 const std::string& name) {
   auto spec = parse_device_spec(spec_text);
   if (!spec) return spec.error();
   if (spec->kind != DeviceSpec::Kind::kEmulated)
@@ -57,7 +58,7 @@ Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::W
   std::vector<int> last(w.graph.rank_paths.size(), default_clock_mhz);
   for (size_t k = 0; k < packs.size(); ++k) {
     const int c = clocks.empty() ? default_clock_mhz : clocks[k];
-    s.ranks[packs[k].rank].push_back({packs[k].issue_at_ns, c});
+    s.ranks[packs[k].rank].push_back({issue_at_ns.empty() ? packs[k].issue_at_ns : issue_at_ns[k], c});
   }
   emulator::RunOptions o;
   o.steps = steps;

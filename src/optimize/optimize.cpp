@@ -309,7 +309,8 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     }
   }
   // Small cases: also two packs at once (one faster, one slower trades time between them).
-  if (P <= 12) {
+  const double pair_replays = double(P) * double(P - 1) / 2 * double(x.clocks.size()) * double(x.clocks.size());
+  if (P <= 12 && pair_replays <= 20000) {
     bool improved = true;
     for (int pass = 0; improved && pass < 3; ++pass) {
       improved = false;

@@ -51,22 +51,34 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   // pack before keeps its higher clock to its end. Either way the slip costs energy, not time.
   const int64_t lat_med = int64_t(prof.switch_latency_median_ms.value * 1e6);
   const int64_t lat_p99 = int64_t(prof.switch_latency_p99_ms.value * 1e6);
-  const int64_t step_ns = s.policy.time_ns;
-  std::vector<int> prev_clock(p.gpus.size(), pr.default_clock_mhz);
-  for (size_t k = 0; k < p.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
-    if (p.packs[k].first_op <= p.packs[k].last_op) prev_clock[p.packs[k].gpu] = s.policy.pack_clock_mhz[k];
-  }
+  // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
+  auto issue_times = [&](const Plan& plan) {
+    std::vector<int> prev_clock(p.gpus.size(), pr.default_clock_mhz);
+    for (size_t k = 0; k < p.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
+      if (p.packs[k].first_op <= p.packs[k].last_op) prev_clock[p.packs[k].gpu] = plan.pack_clock_mhz[k];
+    }
+    std::vector<int64_t> out;
+    for (size_t k = 0; k < p.packs.size(); ++k) {
+      const pack::Pack& pk = p.packs[k];
+      if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
+      const int clock = plan.pack_clock_mhz[k];
+      const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99 : std::max<int64_t>(0, 2 * lat_med - lat_p99);
+      prev_clock[pk.gpu] = clock;
+      int64_t issue = pk.begin_ns - lead;
+      if (issue < 0) issue += plan.time_ns;
+      out.push_back(issue);
+    }
+    return out;
+  };
+  const std::vector<int64_t> issue = issue_times(s.policy);
   json packs = json::array();
+  size_t listed = 0;
   for (size_t k = 0; k < p.packs.size(); ++k) {
     const pack::Pack& pk = p.packs[k];
-    if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
+    if (pk.first_op > pk.last_op) continue;
     const pack::GpuOps& go = p.gpus[pk.gpu];
-    const int clock = s.policy.pack_clock_mhz[k];
-    const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99 : std::max<int64_t>(0, 2 * lat_med - lat_p99);
-    prev_clock[pk.gpu] = clock;
-    int64_t issue = pk.begin_ns - lead;
-    if (issue < 0) issue += step_ns;
-    json e{{"rank", rank_id(g, go.rank)}, {"clock_mhz", clock}, {"issue_at_us", double(issue) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
+    json e{{"rank", rank_id(g, go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
+           {"issue_at_us", double(issue[listed++]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
            {"last", op_ref(g, go, pk.last_op)}};
     packs.push_back(std::move(e));
   }
@@ -78,7 +90,9 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
     for (size_t k = 0; k < p.packs.size(); ++k) {
       if (p.packs[k].first_op <= p.packs[k].last_op) clocks.push_back(b.pack_clock_mhz[k]);
     }
-    bl[b.name] = {{"clocks_mhz", clocks}, {"predicted", predicted(b)}};
+    json issues = json::array();
+    for (int64_t t : issue_times(b)) issues.push_back(double(t) / 1e3);
+    bl[b.name] = {{"clocks_mhz", clocks}, {"issue_at_us", issues}, {"predicted", predicted(b)}};
   }
   j["baselines"] = bl;
   return j;
@@ -192,7 +206,16 @@ Result<PolicyFile> read_policy(const std::string& path, const std::string& text,
       }
       if (clocks.size() != pf.packs.size())
         return make_error(path, "baselines." + name + ": one clock per pack expected");
-      pf.baselines.emplace_back(name, std::move(clocks));
+      std::vector<int64_t> issues;
+      if (b.contains("issue_at_us") && b["issue_at_us"].is_array() && b["issue_at_us"].size() == clocks.size()) {
+        for (const auto& t : b["issue_at_us"]) {
+          if (!t.is_number()) return make_error(path, "baselines." + name + ": issue times must be numbers");
+          issues.push_back(int64_t(std::llround(t.get<double>() * 1e3)));
+        }
+      } else {
+        for (const auto& ap : pf.packs) issues.push_back(ap.issue_at_ns);
+      }
+      pf.baselines.push_back({name, std::move(clocks), std::move(issues)});
     }
   }
   if (auto it = j.find("predicted"); it != j.end()) pf.predicted = *it;

@@ -24,7 +24,8 @@ Result<PublishedFrontier> load_published_frontier(const std::string& path) {
     if (!ts) return ts.error();
     auto e = model::detail::number_at(*t, r, ce);
     if (!e) return e.error();
-    if (!(*ts > 0)) return make_error(t->where(r), "column 'time': must be > 0, got " + t->rows[r][size_t(ct)]);
+    if (!(*ts > 0))
+      return make_error(t->where(r), "column 'time': must be > 0, got " + t->rows[r][size_t(ct)]);
     p.time_s.push_back(*ts);
     p.energy_j.push_back(*e);
   }
@@ -43,7 +44,8 @@ double infer_unit_s(const PublishedFrontier& published) {
   return std::pow(10.0, std::round(std::log10(step)));
 }
 
-Comparison compare(const Frontier& ours, const PublishedFrontier& published, double unit_s, double tolerance) {
+Comparison compare(const Frontier& ours, const PublishedFrontier& published, double unit_s,
+                   double tolerance) {
   Comparison c;
   c.points = published.time_s.size();
   c.tolerance = tolerance;
@@ -54,7 +56,8 @@ Comparison compare(const Frontier& ours, const PublishedFrontier& published, dou
   // Their step function: sort their points by time, running minimum of energy.
   std::vector<size_t> order(c.points);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return published.time_s[a] < published.time_s[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return published.time_s[a] < published.time_s[b]; });
   std::vector<double> their_step(c.points);
   double run = std::numeric_limits<double>::infinity();
   for (size_t i : order) their_step[i] = run = std::min(run, published.energy_j[i]);

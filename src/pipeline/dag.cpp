@@ -29,7 +29,8 @@ Result<PipelineDag> build_1f1b(int stages, int microbatches) {
       prog.push_back(pid(s, Instruction::kForward, warmup + i));
       prog.push_back(pid(s, Instruction::kBackward, i));
     }
-    for (int i = microbatches - warmup; i < microbatches; ++i) prog.push_back(pid(s, Instruction::kBackward, i));
+    for (int i = microbatches - warmup; i < microbatches; ++i)
+      prog.push_back(pid(s, Instruction::kBackward, i));
   }
   std::vector<std::pair<uint32_t, uint32_t>> edges;
   for (const auto& prog : program) {
@@ -73,7 +74,8 @@ Result<PipelineDag> build_1f1b(int stages, int microbatches) {
   d.nodes.resize(n);
   for (size_t v = 0; v < n; ++v) {
     size_t s = v / (2 * size_t(microbatches)), rest = v % (2 * size_t(microbatches));
-    d.nodes[rank[v]] = NodeInfo{int32_t(s), int32_t(rest % size_t(microbatches)), Instruction(rest / size_t(microbatches))};
+    d.nodes[rank[v]] =
+        NodeInfo{int32_t(s), int32_t(rest % size_t(microbatches)), Instruction(rest / size_t(microbatches))};
   }
   for (auto& e : edges) e = {rank[e.first], rank[e.second]};
   auto csr = [&](bool by_head, std::vector<uint32_t>& begin, std::vector<uint32_t>& list) {
@@ -85,8 +87,10 @@ Result<PipelineDag> build_1f1b(int stages, int microbatches) {
     std::vector<std::pair<uint32_t, uint32_t>> sorted = edges;
     std::sort(sorted.begin(), sorted.end());
     for (auto [a, b] : sorted) {
-      if (by_head) list[fill[b]++] = a;
-      else list[fill[a]++] = b;
+      if (by_head)
+        list[fill[b]++] = a;
+      else
+        list[fill[a]++] = b;
     }
   };
   csr(true, d.pred_begin, d.preds);
@@ -105,7 +109,8 @@ T longest_path(const PipelineDag& dag, std::span<const T> duration, std::vector<
   T end = 0;
   for (size_t v = 0; v < dag.num_nodes(); ++v) {
     T start = 0;
-    for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k) start = std::max(start, finish[dag.preds[k]]);
+    for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k)
+      start = std::max(start, finish[dag.preds[k]]);
     finish[v] = start + duration[v];
     end = std::max(end, finish[v]);
   }

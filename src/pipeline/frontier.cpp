@@ -76,7 +76,8 @@ Kind make_kind(const InstructionModel& im, Accounting accounting) {
   std::vector<size_t> hull;
   auto rate = [&](size_t a, size_t b) { return (k.cost[b] - k.cost[a]) / double(k.units[a] - k.units[b]); };
   for (size_t i : useful) {
-    while (hull.size() >= 2 && rate(hull[hull.size() - 1], i) <= rate(hull[hull.size() - 2], hull.back())) hull.pop_back();
+    while (hull.size() >= 2 && rate(hull[hull.size() - 1], i) <= rate(hull[hull.size() - 2], hull.back()))
+      hull.pop_back();
     hull.push_back(i);
   }
   k.breakpoint.push_back(0);
@@ -90,9 +91,11 @@ Kind make_kind(const InstructionModel& im, Accounting accounting) {
 
 class Solver {
  public:
-  Solver(const PipelineDag& dag, std::vector<Kind> kinds) : dag_(dag), n_(dag.num_nodes()), kinds_(std::move(kinds)) {
+  Solver(const PipelineDag& dag, std::vector<Kind> kinds)
+      : dag_(dag), n_(dag.num_nodes()), kinds_(std::move(kinds)) {
     kind_of_.resize(n_);
-    for (size_t i = 0; i < n_; ++i) kind_of_[i] = uint32_t(dag.nodes[i].stage * 2 + int(dag.nodes[i].instruction));
+    for (size_t i = 0; i < n_; ++i)
+      kind_of_[i] = uint32_t(dag.nodes[i].stage * 2 + int(dag.nodes[i].instruction));
     build_network();
   }
 
@@ -114,7 +117,10 @@ class Solver {
     while (true) {
       int64_t dt = dijkstra();
       ++phases_;
-      if (dt >= kFar) return;  // cannot happen: node and precedence arcs always leave a path open
+      if (dt >= kFar || broken_) {  // cannot happen: node and precedence arcs always leave a path open
+        broken_ = true;
+        return;
+      }
       int64_t tk = -(pot_[t_] - pot_[s_]);
       for (size_t v = 0; v < vcount_; ++v) d_clip[v] = popped_[v] ? dist_[v] : dt;
       // Only nodes whose two ends are at different distances change duration within this phase.
@@ -153,6 +159,7 @@ class Solver {
   const std::vector<uint32_t>& choice() const { return choice_; }  // index into the node's Kind
   const Kind& kind(size_t node) const { return kinds_[kind_of_[node]]; }
   double cost_sum() const { return cost_sum_; }
+  bool broken() const { return broken_; }
 
  private:
   // Vertices: in(i) = 2i, out(i) = 2i + 1, then source and sink. Arcs: the nodes (in → out), then
@@ -162,10 +169,10 @@ class Solver {
   // when flow moves, live apart (cap_, rev_).
   struct Slot {
     uint32_t to;
-    int32_t cost;      // cost per unit of flow (−duration along a node, +duration against it)
-    int32_t in_cost;   // the reverse slot's cost (from `to` back to the owner)
-    uint8_t open;      // residual capacity > 0
-    uint8_t in_open;   // the reverse slot's residual capacity > 0
+    int32_t cost;     // cost per unit of flow (−duration along a node, +duration against it)
+    int32_t in_cost;  // the reverse slot's cost (from `to` back to the owner)
+    uint8_t open;     // residual capacity > 0
+    uint8_t in_open;  // the reverse slot's residual capacity > 0
   };
   enum Tag : uint8_t { kPlainAlong, kPlainAgainst, kNodeAlong, kNodeAgainst };
 
@@ -178,7 +185,8 @@ class Solver {
     for (size_t i = 0; i < n_; ++i) {
       if (dag_.pred_begin[i] == dag_.pred_begin[i + 1]) arcs.emplace_back(s_, uint32_t(2 * i));
       if (dag_.succ_begin[i] == dag_.succ_begin[i + 1]) arcs.emplace_back(uint32_t(2 * i + 1), t_);
-      for (uint32_t k = dag_.succ_begin[i]; k < dag_.succ_begin[i + 1]; ++k) arcs.emplace_back(uint32_t(2 * i + 1), uint32_t(2 * dag_.succs[k]));
+      for (uint32_t k = dag_.succ_begin[i]; k < dag_.succ_begin[i + 1]; ++k)
+        arcs.emplace_back(uint32_t(2 * i + 1), uint32_t(2 * dag_.succs[k]));
     }
     adj_begin_.assign(vcount_ + 1, 0);
     for (auto [a, b] : arcs) ++adj_begin_[a + 1], ++adj_begin_[b + 1];
@@ -276,7 +284,8 @@ class Solver {
     int64_t end = 0;
     for (size_t v = 0; v < n_; ++v) {
       int64_t start = 0;
-      for (uint32_t k = dag_.pred_begin[v]; k < dag_.pred_begin[v + 1]; ++k) start = std::max(start, finish[dag_.preds[k]]);
+      for (uint32_t k = dag_.pred_begin[v]; k < dag_.pred_begin[v + 1]; ++k)
+        start = std::max(start, finish[dag_.preds[k]]);
       finish[v] = start + kind(v).hull_units[0];
       pot_[2 * v] = -start;
       pot_[2 * v + 1] = -finish[v];
@@ -294,8 +303,14 @@ class Solver {
     touched_.clear();
     for (auto& b : buckets_) b.clear();
     overflow_.clear();
-    auto cmp = [](const std::pair<int64_t, uint32_t>& a, const std::pair<int64_t, uint32_t>& b) { return a.first > b.first; };
-    auto relax = [&](uint32_t w, int64_t nd) {
+    auto cmp = [](const std::pair<int64_t, uint32_t>& a, const std::pair<int64_t, uint32_t>& b) {
+      return a.first > b.first;
+    };
+    auto relax = [&](uint32_t w, int64_t nd, int64_t d) {
+      if (nd < d) {  // a negative reduced cost: the potentials are broken (a bug); stop rather than loop
+        broken_ = true;
+        return;
+      }
       if (nd >= dist_[w]) return;
       if (dist_[w] == kFar) touched_.push_back(w);
       dist_[w] = nd;
@@ -306,7 +321,7 @@ class Solver {
         std::push_heap(overflow_.begin(), overflow_.end(), cmp);
       }
     };
-    relax(s_, 0);
+    relax(s_, 0, 0);
     int64_t limit = kFar;
     auto scan = [&](uint32_t u, int64_t d) {
       popped_[u] = 1;
@@ -315,7 +330,7 @@ class Solver {
       for (uint32_t k = adj_begin_[u]; k < adj_begin_[u + 1]; ++k) {
         const Slot& sl = slot_[k];
         if (!sl.open || popped_[sl.to]) continue;
-        relax(sl.to, d + sl.cost + pu - pot_[sl.to]);
+        relax(sl.to, d + sl.cost + pu - pot_[sl.to], d);
       }
     };
     for (size_t d = 0; d < kBuckets && int64_t(d) <= limit; ++d) {
@@ -453,6 +468,7 @@ class Solver {
   std::vector<int64_t> units_;
   std::vector<uint32_t> choice_, changed_;
   double cost_sum_ = 0;
+  bool broken_ = false;
 };
 
 }  // namespace
@@ -511,17 +527,22 @@ Plan Frontier::plan(size_t i) const {
   return out;
 }
 
-Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& dag, const FrontierOptions& options) {
+Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& dag,
+                                const FrontierOptions& options) {
   if (model.stages != dag.stages)
-    return make_error("", "the model has " + std::to_string(model.stages) + " stages, the DAG " + std::to_string(dag.stages));
+    return make_error("", "the model has " + std::to_string(model.stages) + " stages, the DAG " +
+                              std::to_string(dag.stages));
   for (const auto& im : model.instructions) {
-    if (im.candidates.empty()) return make_error("", "stage " + std::to_string(im.stage) + " has no candidates");
+    if (im.candidates.empty())
+      return make_error("", "stage " + std::to_string(im.stage) + " has no candidates");
   }
   const size_t n = dag.num_nodes();
   for (const auto& im : model.instructions) {
     if (im.max_units() - im.min_units() > 1'000'000)
-      return make_error("", "stage " + std::to_string(im.stage) + " " + std::string(instruction_name(im.instruction)) +
-                                " spans " + std::to_string(im.max_units() - im.min_units()) + " time units",
+      return make_error("",
+                        "stage " + std::to_string(im.stage) + " " +
+                            std::string(instruction_name(im.instruction)) + " spans " +
+                            std::to_string(im.max_units() - im.min_units()) + " time units",
                         "use a coarser --unit-time (lowtime uses 1 ms, or 0.1 ms for the A40 files)");
   }
   std::vector<Kind> kinds;
@@ -544,11 +565,13 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
     }
     fr.change_begin_.push_back(fr.changes_.size());
     if (!gen_time.empty()) {
-      for (uint32_t i : solver.changed()) fr.changes_.push_back({i, solver.kind(i).candidate[choice[i]], units[i]});
+      for (uint32_t i : solver.changed())
+        fr.changes_.push_back({i, solver.kind(i).candidate[choice[i]], units[i]});
     }
     gen_time.push_back(deadline);
     gen_energy.push_back(solver.cost_sum() + double(deadline) * per_unit_j);
   });
+  if (solver.broken()) return make_error("", "internal: the frontier solver lost its optimality invariant");
   fr.stats.phases = solver.phases();
   fr.stats.plans = gen_time.size();
   fr.stats.max_time_units = solver.slowest_units();
@@ -575,7 +598,8 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
     tables.push_back(std::move(tb));
   }
   std::vector<uint32_t> kind_of(n);
-  for (size_t i = 0; i < n; ++i) kind_of[i] = uint32_t(dag.nodes[i].stage * 2 + int(dag.nodes[i].instruction));
+  for (size_t i = 0; i < n; ++i)
+    kind_of[i] = uint32_t(dag.nodes[i].stage * 2 + int(dag.nodes[i].instruction));
   fr.point_of_plan_.assign(gen_time.size(), -1);
   std::vector<FrontierPoint> pts;  // in generation order
   std::vector<size_t> pts_gen;
@@ -610,7 +634,8 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
       sum_e += c.energy_j;
     }
     if (span > gen_time[g])
-      return make_error("", "internal: the plan for " + std::to_string(gen_time[g]) + " units takes " + std::to_string(span) + " units");
+      return make_error("", "internal: the plan for " + std::to_string(gen_time[g]) + " units takes " +
+                                std::to_string(span) + " units");
     FrontierPoint p;
     p.time_units = span;
     p.time_s = double(span) * model.unit_s;

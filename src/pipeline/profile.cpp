@@ -83,7 +83,8 @@ Result<StageProfile> load_stage_profile(const std::string& path) {
     }
     double stage = v[0], clock = v[1], time = v[2], energy = v[3];
     if (stage < 0 || stage != std::floor(stage) || stage > 1e6)
-      return make_error(t->where(r), "column 'stage': must be a whole number >= 0, got " + t->rows[r][size_t(cols[0])]);
+      return make_error(t->where(r),
+                        "column 'stage': must be a whole number >= 0, got " + t->rows[r][size_t(cols[0])]);
     const std::string& inst = t->rows[r][size_t(cols[1])];
     Instruction in;
     if (inst == "forward") {
@@ -91,12 +92,14 @@ Result<StageProfile> load_stage_profile(const std::string& path) {
     } else if (inst == "backward") {
       in = Instruction::kBackward;
     } else {
-      return make_error(t->where(r), "column 'instruction': expected forward or backward, got '" + inst + "'");
+      return make_error(t->where(r),
+                        "column 'instruction': expected forward or backward, got '" + inst + "'");
     }
     const char* bad = !(clock > 0) ? "frequency" : !(time > 0) ? "time" : !(energy > 0) ? "energy" : nullptr;
     if (bad) {
       int c = t->column(bad);
-      return make_error(t->where(r), std::string("column '") + bad + "': must be > 0, got " + t->rows[r][size_t(c)]);
+      return make_error(t->where(r),
+                        std::string("column '") + bad + "': must be > 0, got " + t->rows[r][size_t(c)]);
     }
     size_t s = size_t(stage);
     if (s >= p.samples.size()) p.samples.resize(s + 1);
@@ -112,7 +115,8 @@ double ExpCost::operator()(double t) const { return a * std::exp(b * (t - t0)) +
 double ExpCost::a_unshifted() const { return a * std::exp(-b * t0); }
 
 Result<ExpCost> fit_exponential(std::span<const double> x, std::span<const double> y) {
-  if (x.empty() || x.size() != y.size()) return make_error("", "exponential fit: need as many x as y, and at least one");
+  if (x.empty() || x.size() != y.size())
+    return make_error("", "exponential fit: need as many x as y, and at least one");
   ExpCost best;
   double lo = *std::min_element(x.begin(), x.end()), hi = *std::max_element(x.begin(), x.end());
   best.t0 = lo;
@@ -171,14 +175,18 @@ size_t InstructionModel::candidate_for(int64_t units) const {
   return candidates.size() - 1;
 }
 
-Result<PipelineModel> build_model(const StageProfile& profile, int stages, double unit_s, double blocking_power_w) {
+Result<PipelineModel> build_model(const StageProfile& profile, int stages, double unit_s,
+                                  double blocking_power_w) {
   if (!(unit_s > 0) || !std::isfinite(unit_s)) return make_error("--unit-time", "must be > 0 seconds");
   if (!(blocking_power_w >= 0) || !std::isfinite(blocking_power_w))
-    return make_error("--blocking-power", "must be >= 0 W", "Perseus uses 83.64 W for A100 and 70.38 W for A40");
+    return make_error("--blocking-power", "must be >= 0 W",
+                      "Perseus uses 83.64 W for A100 and 70.38 W for A40");
   if (stages <= 0) stages = profile.stages;
   if (stages > profile.stages)
-    return make_error(profile.path, "has stages 0.." + std::to_string(profile.stages - 1) + ", not " + std::to_string(stages),
-                      "--stages defaults to the stages in the profile");
+    return make_error(
+        profile.path,
+        "has stages 0.." + std::to_string(profile.stages - 1) + ", not " + std::to_string(stages),
+        "--stages defaults to the stages in the profile");
   PipelineModel m;
   m.stages = stages;
   m.unit_s = unit_s;
@@ -188,7 +196,8 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
       Instruction in = Instruction(i);
       const auto& samples = profile.samples[size_t(s)][size_t(i)];
       if (samples.empty())
-        return make_error(profile.path, "no " + std::string(instruction_name(in)) + " rows for stage " + std::to_string(s),
+        return make_error(profile.path,
+                          "no " + std::string(instruction_name(in)) + " rows for stage " + std::to_string(s),
                           "every stage 0..stages-1 needs forward and backward rows");
       InstructionModel im;
       im.stage = s;
@@ -196,7 +205,8 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
       im.samples = samples.size();
       // 1. Pareto: drop a sample when another is strictly faster and strictly cheaper.
       std::vector<ClockSample> sorted(samples.begin(), samples.end());
-      std::stable_sort(sorted.begin(), sorted.end(), [](const ClockSample& a, const ClockSample& b) { return a.time_s > b.time_s; });
+      std::stable_sort(sorted.begin(), sorted.end(),
+                       [](const ClockSample& a, const ClockSample& b) { return a.time_s > b.time_s; });
       std::vector<Candidate> pareto;
       std::vector<bool> keep(sorted.size(), true);
       for (size_t k = 0; k < sorted.size(); ++k) {
@@ -214,12 +224,14 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
         pareto.push_back(c);
       }
       // 2. One candidate per quantized time: the one with the most energy (stable, as Python's sort).
-      std::stable_sort(pareto.begin(), pareto.end(), [](const Candidate& a, const Candidate& b) { return a.energy_j > b.energy_j; });
+      std::stable_sort(pareto.begin(), pareto.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.energy_j > b.energy_j; });
       std::map<int64_t, bool> seen;
       for (const auto& c : pareto) {
         if (seen.emplace(c.units, true).second) im.candidates.push_back(c);
       }
-      std::stable_sort(im.candidates.begin(), im.candidates.end(), [](const Candidate& a, const Candidate& b) { return a.units > b.units; });
+      std::stable_sort(im.candidates.begin(), im.candidates.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.units > b.units; });
       // 3. Effective cost: energy minus the blocking power over the quantized time.
       std::vector<double> xs, ys;
       for (auto& c : im.candidates) {
@@ -228,7 +240,9 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
         ys.push_back(c.cost_j);
       }
       auto fit = fit_exponential(xs, ys);
-      if (!fit) return make_error(profile.path, "stage " + std::to_string(s) + " " + std::string(instruction_name(in)) + ": " + fit.error().what);
+      if (!fit)
+        return make_error(profile.path, "stage " + std::to_string(s) + " " +
+                                            std::string(instruction_name(in)) + ": " + fit.error().what);
       im.cost = *fit;
       double sse = 0;
       for (size_t k = 0; k < xs.size(); ++k) sse += (im.cost(xs[k]) - ys[k]) * (im.cost(xs[k]) - ys[k]);

@@ -81,5 +81,20 @@ grep -q '^note: .*nvml:N' "$tmp/err" || { echo "FAIL: calibrate: no note naming 
 expect 1 "calibrate bad nvml index" -- "$emo" calibrate --device nvml:x
 expect 2 "calibrate without --device" -- "$emo" calibrate
 
+# pack / optimize / evaluate: unknown devices, impossible targets, foreign or stale policies.
+"$emo" synth train-dp --ranks 1 --layers 2 --steps 2 -o "$tmp/tdp" >/dev/null
+"$emo" synth train-dp --ranks 1 --layers 3 --steps 2 -o "$tmp/tdp3" >/dev/null
+expect 1 "pack unknown device" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device b900
+expect 1 "pack bad backend" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device foo:1
+expect 1 "optimize negative slowdown" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --max-slowdown -0.1
+expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
+expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
+expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100
+expect 1 "evaluate a non-policy" -- "$emo" evaluate "$tmp/good.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100
+expect 1 "evaluate off the emulator" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device h100
+expect 0 "evaluate" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --json "$tmp/ev.json"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert {'default','policy','baselines'} <= set(j) and {'static_clock','slack_only','per_phase'} <= set(j['baselines']), j" "$tmp/ev.json" \
+  || { echo "FAIL: evaluate keys"; fails=$((fails + 1)); }
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

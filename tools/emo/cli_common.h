@@ -28,6 +28,7 @@ void add_model_check(CLI::App& root, Action& action);
 void add_pack(CLI::App& root, Action& action);
 void add_optimize(CLI::App& root, Action& action);
 void add_evaluate(CLI::App& root, Action& action);
+void add_run(CLI::App& root, Action& action);
 void add_pipeline(CLI::App& root, Action& action);
 void add_calibrate(CLI::App& root, Action& action);
 

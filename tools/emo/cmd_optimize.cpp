@@ -162,8 +162,10 @@ void add_evaluate(CLI::App& root, Action& action) {
       auto pf = optimize::read_policy(a->policy, *text, *w, *profile);
       if (!pf.ok()) return fail(pf.error());
       std::vector<backends::Measured> rows;
-      auto measure = [&](const std::vector<int>& clocks, const std::string& name) -> Status {
-        auto m = backends::run_on_emulator(a->device, *w, pf->packs, clocks, pf->default_clock_mhz, a->steps, name);
+      auto measure = [&](const std::vector<int>& clocks, const std::string& name,
+                         const std::vector<int64_t>& issues = {}) -> Status {
+        auto m = backends::run_on_emulator(a->device, *w, pf->packs, clocks, issues, pf->default_clock_mhz, a->steps,
+                                           name);
         if (!m.ok()) return m.error();
         rows.push_back(*m);
         return {};
@@ -172,8 +174,8 @@ void add_evaluate(CLI::App& root, Action& action) {
       for (const auto& p : pf->packs) policy_clocks.push_back(p.clock_mhz);
       Status st = measure({}, "default");
       if (st.ok()) st = measure(policy_clocks, "policy");
-      for (const auto& [name, clocks] : pf->baselines) {
-        if (st.ok()) st = measure(clocks, name);
+      for (const auto& b : pf->baselines) {
+        if (st.ok()) st = measure(b.clocks_mhz, b.name, b.issue_at_ns);
       }
       if (!st.ok()) return fail(st.error());
       const backends::Measured& def = rows.front();

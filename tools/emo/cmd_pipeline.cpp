@@ -2,13 +2,13 @@
 // Perseus-compatible planning — the 1F1B pipeline DAG from a stage profile, the whole time–energy
 // frontier of per-instruction clock plans with the published (lowtime) accounting, the same plans
 // with the measured profile, and optionally a point-by-point comparison with a published frontier.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <nlohmann/json.hpp>
-
-#include <fmt/format.h>
+#include <optional>
 
 #include "cli_common.h"
 #include "emo/base/file_util.h"
@@ -42,15 +42,19 @@ nlohmann::json comparison_json(const pipeline::Comparison& c, const std::string&
           {"mean_rel_diff", c.mean_rel_diff},
           {"min_rel_diff", c.min_rel_diff},
           {"vs_their_step",
-           {{"ours_le", c.ours_le_step}, {"max_rel_diff", c.max_rel_diff_step}, {"mean_rel_diff", c.mean_rel_diff_step}}}};
+           {{"ours_le", c.ours_le_step},
+            {"max_rel_diff", c.max_rel_diff_step},
+            {"mean_rel_diff", c.mean_rel_diff_step}}}};
 }
 
 int run(const PipelineArgs& a) {
   if (a.microbatches < 1) return fail(make_error("--microbatches", "must be >= 1"));
   if (a.stages < 0) return fail(make_error("--stages", "must be >= 1"));
   if (!(a.blocking_power >= 0) || !std::isfinite(a.blocking_power))
-    return fail(make_error("--blocking-power", "must be >= 0 W", "Perseus uses 83.64 W for A100 and 70.38 W for A40"));
-  if (a.unit_time < 0 || !std::isfinite(a.unit_time)) return fail(make_error("--unit-time", "must be > 0 seconds"));
+    return fail(make_error("--blocking-power", "must be >= 0 W",
+                           "Perseus uses 83.64 W for A100 and 70.38 W for A40"));
+  if (a.unit_time < 0 || !std::isfinite(a.unit_time))
+    return fail(make_error("--unit-time", "must be > 0 seconds"));
   if (!(a.tolerance >= 0)) return fail(make_error("--tolerance", "must be >= 0"));
   pipeline::Accounting accounting;
   if (a.accounting == "lowtime") {
@@ -58,7 +62,8 @@ int run(const PipelineArgs& a) {
   } else if (a.accounting == "clocks") {
     accounting = pipeline::Accounting::kClocks;
   } else {
-    return fail(make_error("--accounting", "unknown accounting '" + a.accounting + "'", "use lowtime or clocks"));
+    return fail(
+        make_error("--accounting", "unknown accounting '" + a.accounting + "'", "use lowtime or clocks"));
   }
 
   auto profile = pipeline::load_stage_profile(a.profile);
@@ -108,13 +113,15 @@ int run(const PipelineArgs& a) {
     j["frontier_measured"] = std::move(fm);
     nlohmann::json ins = nlohmann::json::array();
     for (const auto& im : model->instructions) {
-      ins.push_back({{"stage", im.stage},
-                     {"instruction", std::string(pipeline::instruction_name(im.instruction))},
-                     {"clocks", im.samples},
-                     {"candidates", im.candidates.size()},
-                     {"min_units", im.min_units()},
-                     {"max_units", im.max_units()},
-                     {"fit", {{"a", im.cost.a_unshifted()}, {"b", im.cost.b}, {"c", im.cost.c}, {"rmse_j", im.fit_rmse_j}}}});
+      ins.push_back(
+          {{"stage", im.stage},
+           {"instruction", std::string(pipeline::instruction_name(im.instruction))},
+           {"clocks", im.samples},
+           {"candidates", im.candidates.size()},
+           {"min_units", im.min_units()},
+           {"max_units", im.max_units()},
+           {"fit",
+            {{"a", im.cost.a_unshifted()}, {"b", im.cost.b}, {"c", im.cost.c}, {"rmse_j", im.fit_rmse_j}}}});
     }
     j["instructions"] = std::move(ins);
     if (cmp) j["comparison"] = comparison_json(*cmp, a.compare);
@@ -123,32 +130,37 @@ int run(const PipelineArgs& a) {
     if (a.json_out == "-") return kExitOk;
   }
 
-  std::string out = fmt::format("{}: {} stages x {} microbatches, 1F1B ({} nodes, {} edges), blocking power {:g} W, unit {:g} s\n",
-                                a.profile, model->stages, a.microbatches, dag->num_nodes(), dag->num_edges(),
-                                a.blocking_power, unit);
+  std::string out = fmt::format(
+      "{}: {} stages x {} microbatches, 1F1B ({} nodes, {} edges), blocking power {:g} W, unit {:g} s\n",
+      a.profile, model->stages, a.microbatches, dag->num_nodes(), dag->num_edges(), a.blocking_power, unit);
   if (!pts.empty()) {
     size_t emin = pts.size() - 1;
     out += fmt::format("frontier ({} accounting): {} points in {:.1f} ms ({} flow phases for {} deadlines)\n",
                        pipeline::accounting_name(accounting), pts.size(), solve_ms, frontier->stats.phases,
                        frontier->stats.plans);
-    out += fmt::format("  fastest      {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J)\n", pts.front().time_s,
-                       pts.front().energy_j, pts.front().measured_time_s, pts.front().measured_energy_j);
-    out += fmt::format("  least energy {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less energy, "
-                       "{:.1f} % more time\n",
-                       pts[emin].time_s, pts[emin].energy_j, pts[emin].measured_time_s, pts[emin].measured_energy_j,
-                       100 * (1 - pts[emin].energy_j / pts.front().energy_j),
-                       100 * (pts[emin].time_s / pts.front().time_s - 1));
+    out += fmt::format("  fastest      {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J)\n",
+                       pts.front().time_s, pts.front().energy_j, pts.front().measured_time_s,
+                       pts.front().measured_energy_j);
+    out += fmt::format(
+        "  least energy {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less energy, "
+        "{:.1f} % more time\n",
+        pts[emin].time_s, pts[emin].energy_j, pts[emin].measured_time_s, pts[emin].measured_energy_j,
+        100 * (1 - pts[emin].energy_j / pts.front().energy_j),
+        100 * (pts[emin].time_s / pts.front().time_s - 1));
   }
   if (cmp) {
-    out += fmt::format("vs {}: at {} of {} published points ours <= theirs ({} within {:g}); max {:+.2e} (at {:g} s), "
-                       "mean {:+.2e}, best {:+.2e}\n",
-                       a.compare, cmp->ours_le, cmp->points, cmp->ours_within, cmp->tolerance, cmp->max_rel_diff,
-                       cmp->max_rel_diff_time_s, cmp->mean_rel_diff, cmp->min_rel_diff);
-    out += fmt::format("  against their own step function (their lowest energy by each time): ours <= theirs at {}, "
-                       "max {:+.2e}, mean {:+.2e}\n",
-                       cmp->ours_le_step, cmp->max_rel_diff_step, cmp->mean_rel_diff_step);
+    out += fmt::format(
+        "vs {}: at {} of {} published points ours <= theirs ({} within {:g}); max {:+.2e} (at {:g} s), "
+        "mean {:+.2e}, best {:+.2e}\n",
+        a.compare, cmp->ours_le, cmp->points, cmp->ours_within, cmp->tolerance, cmp->max_rel_diff,
+        cmp->max_rel_diff_time_s, cmp->mean_rel_diff, cmp->min_rel_diff);
+    out += fmt::format(
+        "  against their own step function (their lowest energy by each time): ours <= theirs at {}, "
+        "max {:+.2e}, mean {:+.2e}\n",
+        cmp->ours_le_step, cmp->max_rel_diff_step, cmp->mean_rel_diff_step);
     if (cmp->covered < cmp->points)
-      out += fmt::format("  {} published points are faster than our fastest plan\n", cmp->points - cmp->covered);
+      out +=
+          fmt::format("  {} published points are faster than our fastest plan\n", cmp->points - cmp->covered);
   }
   std::fputs(out.c_str(), stdout);
   return kExitOk;
@@ -162,7 +174,8 @@ void add_pipeline(CLI::App& root, Action& action) {
       "pipeline",
       "Perseus-compatible: the 1F1B pipeline DAG from a stage profile and the whole time-energy frontier of "
       "per-instruction clock plans, with the published (lowtime) energy accounting.");
-  sub->add_option("--profile", args->profile, "stage profile CSV: stage,instruction,frequency,time,energy")->required();
+  sub->add_option("--profile", args->profile, "stage profile CSV: stage,instruction,frequency,time,energy")
+      ->required();
   sub->add_option("--microbatches", args->microbatches, "microbatches per iteration")->required();
   sub->add_option("--stages", args->stages, "pipeline stages (default: every stage in the profile)");
   sub->add_option("--blocking-power", args->blocking_power,
@@ -170,10 +183,12 @@ void add_pipeline(CLI::App& root, Action& action) {
       ->required();
   sub->add_option("--unit-time", args->unit_time,
                   "time quantum in seconds (default: the compared file's, else 0.001)");
-  sub->add_option("--accounting", args->accounting,
-                  "lowtime (durations on the time grid, as the published files) or clocks (each clock's own time)");
+  sub->add_option(
+      "--accounting", args->accounting,
+      "lowtime (durations on the time grid, as the published files) or clocks (each clock's own time)");
   sub->add_option("--compare", args->compare, "a published lowtime frontier (time,energy) to compare with");
-  sub->add_option("--tolerance", args->tolerance, "relative tolerance reported with --compare (default 1e-5)");
+  sub->add_option("--tolerance", args->tolerance,
+                  "relative tolerance reported with --compare (default 1e-5)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->callback([args, &action] { action = [args] { return run(*args); }; });
 }

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   emo::cli::add_pack(app, action);
   emo::cli::add_optimize(app, action);
   emo::cli::add_evaluate(app, action);
+  emo::cli::add_run(app, action);
   emo::cli::add_pipeline(app, action);
   emo::cli::add_calibrate(app, action);
   try {

@@ -47,9 +47,11 @@ struct Measured {
   double time_us = 0;    // mean step time
   double energy_j = 0;   // energy per step, all GPUs, busy and idle
 };
-// `packs` from read_policy; `clocks` one per pack (the policy's or a baseline's; empty = default clock).
+// `packs` from read_policy; `clocks` one per pack (the policy's or a baseline's; empty = default clock);
+// `issue_at_ns` one per pack (empty = the packs' own).
 Result<Measured> run_on_emulator(const std::string& device_spec, const analysis::Workload& w,
                                  const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
-                                 int default_clock_mhz, int steps, const std::string& name);
+                                 const std::vector<int64_t>& issue_at_ns, int default_clock_mhz, int steps,
+                                 const std::string& name);
 
 }  // namespace emo::backends

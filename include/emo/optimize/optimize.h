@@ -87,8 +87,13 @@ struct PolicyFile {
   int default_clock_mhz = 0;
   double max_slowdown = 0;
   std::vector<AppliedPack> packs;
-  // Baselines stored beside the policy: name -> per-pack clocks (same packs).
-  std::vector<std::pair<std::string, std::vector<int>>> baselines;
+  // Baselines stored beside the policy: per-pack clocks and issue times (same packs).
+  struct Baseline {
+    std::string name;
+    std::vector<int> clocks_mhz;
+    std::vector<int64_t> issue_at_ns;
+  };
+  std::vector<Baseline> baselines;
   nlohmann::json predicted;
 };
 Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,

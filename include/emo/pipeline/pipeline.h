@@ -62,10 +62,10 @@ struct NodeInfo {
 struct PipelineDag {
   int stages = 0;
   int microbatches = 0;
-  std::vector<NodeInfo> nodes;          // numbered in a topological order: every edge goes to a higher id
-  std::vector<uint32_t> pred_begin;     // CSR predecessors: preds[pred_begin[v] .. pred_begin[v+1])
+  std::vector<NodeInfo> nodes;       // numbered in a topological order: every edge goes to a higher id
+  std::vector<uint32_t> pred_begin;  // CSR predecessors: preds[pred_begin[v] .. pred_begin[v+1])
   std::vector<uint32_t> preds;
-  std::vector<uint32_t> succ_begin;     // CSR successors
+  std::vector<uint32_t> succ_begin;  // CSR successors
   std::vector<uint32_t> succs;
   std::vector<std::vector<uint32_t>> program;  // per stage, its nodes in execution order
 
@@ -101,8 +101,8 @@ struct Candidate {
   int clock_mhz = 0;
   double time_s = 0;
   double energy_j = 0;
-  int64_t units = 0;    // floor(time_s / unit_s), as Python's `//`
-  double cost_j = 0;    // energy_j − blocking_power_w · units · unit_s (the value that is fitted)
+  int64_t units = 0;  // floor(time_s / unit_s), as Python's `//`
+  double cost_j = 0;  // energy_j − blocking_power_w · units · unit_s (the value that is fitted)
 };
 
 struct InstructionModel {
@@ -130,7 +130,8 @@ struct PipelineModel {
 
 // Uses stages 0 .. stages-1 of the profile (stages <= 0: all of them). A stage or instruction without
 // samples, unit_s <= 0 or a negative blocking power -> Error.
-Result<PipelineModel> build_model(const StageProfile& profile, int stages, double unit_s, double blocking_power_w);
+Result<PipelineModel> build_model(const StageProfile& profile, int stages, double unit_s,
+                                  double blocking_power_w);
 
 // ---------------------------------------------------------------------------------------------
 // The frontier.
@@ -149,10 +150,10 @@ struct FrontierOptions {
 };
 
 struct FrontierPoint {
-  int64_t time_units = 0;  // makespan of the plan, in units (its DAG longest path; verified)
-  double time_s = 0;       // time_units · unit_s
-  double energy_j = 0;     // Σ fitted cost + stages · time_s · blocking power (the published accounting)
-  double model_cost_j = 0; // Σ fitted cost alone
+  int64_t time_units = 0;   // makespan of the plan, in units (its DAG longest path; verified)
+  double time_s = 0;        // time_units · unit_s
+  double energy_j = 0;      // Σ fitted cost + stages · time_s · blocking power (the published accounting)
+  double model_cost_j = 0;  // Σ fitted cost alone
   // The same plan with the measured profile: nodes at their clocks' measured times, as early as
   // allowed; Σ measured energy + blocking power × (stages × measured_time_s − Σ measured times).
   double measured_time_s = 0;
@@ -174,10 +175,10 @@ struct PlanEvaluation {
 PlanEvaluation evaluate(const PipelineModel& model, const PipelineDag& dag, const Plan& plan);
 
 struct FrontierStats {
-  size_t phases = 0;            // parametric max-flow phases
-  size_t plans = 0;             // plans generated (one per time unit between the fastest and slowest)
-  int64_t min_time_units = 0;   // all nodes at their fastest
-  int64_t max_time_units = 0;   // all nodes at their slowest
+  size_t phases = 0;           // parametric max-flow phases
+  size_t plans = 0;            // plans generated (one per time unit between the fastest and slowest)
+  int64_t min_time_units = 0;  // all nodes at their fastest
+  int64_t max_time_units = 0;  // all nodes at their slowest
 };
 
 class Frontier {
@@ -208,7 +209,8 @@ class Frontier {
 // plan under `options.accounting` (exact for lowtime's accounting: a parametric min-cost-flow over
 // the DAG, one phase per change of the frontier's slope); keeps the Pareto points. Every point's
 // plan is checked: its DAG makespan never exceeds its time.
-Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& dag, const FrontierOptions& options = {});
+Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& dag,
+                                const FrontierOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Head-to-head with a published lowtime frontier (columns time,energy; seconds, joules).
@@ -223,15 +225,15 @@ Result<PublishedFrontier> load_published_frontier(const std::string& path);
 double infer_unit_s(const PublishedFrontier& published);
 
 struct Comparison {
-  size_t points = 0;          // published points
-  size_t covered = 0;         // with one of our points at or before their time
-  size_t ours_le = 0;         // ours <= theirs
-  size_t ours_within = 0;     // ours <= theirs · (1 + tolerance)
+  size_t points = 0;       // published points
+  size_t covered = 0;      // with one of our points at or before their time
+  size_t ours_le = 0;      // ours <= theirs
+  size_t ours_within = 0;  // ours <= theirs · (1 + tolerance)
   double tolerance = 0;
-  double max_rel_diff = 0;    // max over covered points of (ours − theirs) / theirs
+  double max_rel_diff = 0;  // max over covered points of (ours − theirs) / theirs
   double max_rel_diff_time_s = 0;
   double mean_rel_diff = 0;
-  double min_rel_diff = 0;    // the largest saving (most negative)
+  double min_rel_diff = 0;  // the largest saving (most negative)
   // Against their own step function too (their lowest energy at or before each time), so that the
   // slow end, where their energy rises with time, does not count as our saving.
   size_t ours_le_step = 0;

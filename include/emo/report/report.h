@@ -1,0 +1,78 @@
+// `emo run` as a library: the whole method end to end on one set of traces (or the built-in example),
+// then a report folder — summary.json, packs.csv, results.csv, policy.json, a self-contained
+// report.html (inline SVG, no network) and per-rank overlays (the original trace plus the packs and the
+// SM clock as extra tracks, for Perfetto / chrome://tracing). The folder is built beside the target
+// as DIR.tmp.<pid> and renamed over DIR only when complete, so an interrupted run leaves no folder that
+// looks finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analysis.h"
+#include "emo/backends/backends.h"
+#include "emo/base/result.h"
+#include "emo/optimize/optimize.h"
+#include "emo/pack/pack.h"
+#include "emo/synth/synth.h"
+
+namespace emo::report {
+
+// The built-in example: `emo synth train-pp --ranks 4` (a 1F1B pipeline step with bubbles).
+synth::Options example_options();
+
+struct RunOptions {
+  std::vector<std::string> traces;  // one file per rank; empty = synthesize the example into DIR/input/
+  std::string device = "h100";      // profile name or file, or emulated:NAME (profiled and evaluated there)
+  double max_slowdown = 0.05;
+  std::string out_dir = "emo-report";
+  int eval_steps = 5;               // steps per plan on the emulated GPU (the first is a warm-up)
+  synth::Options example = example_options();
+  std::function<void(const std::string&)> progress;  // one line per stage; may be empty
+};
+
+// One row of results.csv: a plan as predicted by the models and as measured on the emulated GPU.
+struct PlanRow {
+  std::string name;  // default, policy, static_clock, slack_only, per_phase
+  double predicted_time_us = 0, predicted_energy_j = 0;
+  double true_time_us = 0, true_energy_j = 0;
+  double saving_pct = 0, slowdown_pct = 0;  // true, against the default clock's run
+};
+
+struct RunResult {
+  std::string out_dir;
+  std::vector<std::string> files;  // names inside out_dir
+  std::vector<PlanRow> plans;
+  nlohmann::json summary;          // {"summary": {...}} as written to summary.json
+};
+
+Result<RunResult> run(const RunOptions& options);
+
+// ---- the views (used by run; public for tests and other front ends) ----
+struct ReportData {
+  const analysis::Workload* workload = nullptr;
+  const analysis::Analysis* analysis = nullptr;
+  const pack::Packing* packing = nullptr;
+  std::vector<int> pack_clock_mhz;  // the policy's clock per pack
+  int default_clock_mhz = 0;
+  std::vector<PlanRow> plans;
+  nlohmann::json summary;           // the inner object of summary.json
+};
+
+std::string results_csv(const std::vector<PlanRow>& plans);
+// One HTML file with five inline SVG charts and the run's tables.
+std::string render_html(const ReportData& d);
+// `original` is rank `gpu`'s trace text as read; returns it with the packs (async "b"/"e" events, clock
+// in args) and the SM clock (counter "C" events) inserted on an extra "EMO packs" process. Readers of
+// the trace (emo analyze included) skip both phases, so the step reads back unchanged.
+Result<std::string> overlay_json(std::string_view original, const std::string& name, const ReportData& d,
+                                 uint32_t gpu);
+// The whole text of a .json or .json.gz file.
+Result<std::string> read_text(const std::string& path);
+
+}  // namespace emo::report

@@ -1,0 +1,275 @@
+// The end-to-end run: load and analyze, pack, profile on the emulated GPU, fit, optimize, evaluate the
+// policy and the baselines, and write the report folder (built as DIR.tmp.<pid>, renamed at the end).
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "emo/base/file_util.h"
+#include "emo/graph/graph.h"
+#include "emo/report/report.h"
+
+namespace emo::report {
+
+namespace fs = std::filesystem;
+
+synth::Options example_options() {
+  synth::Options o;
+  o.workload = synth::Workload::kTrainPP;
+  o.ranks = 4;
+  return o;
+}
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Removes the temporary folder unless the run got to the end.
+struct TmpDir {
+  std::string path;
+  bool keep = false;
+  ~TmpDir() {
+    if (keep || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+Status write_in(const std::string& dir, const std::string& name, std::string_view text,
+                std::vector<std::string>* files) {
+  EMO_RETURN_IF_ERROR(write_file_atomic((fs::path(dir) / name).string(), text));
+  files->push_back(name);
+  return {};
+}
+
+const optimize::Plan* find_plan(const optimize::Solution& s, const std::string& name) {
+  if (name == "default") return &s.default_plan;
+  if (name == "policy") return &s.policy;
+  for (const auto& b : s.baselines)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string results_csv(const std::vector<PlanRow>& plans) {
+  std::string out =
+      "name,predicted_time_us,predicted_energy_j,true_time_us,true_energy_j,saving_pct,slowdown_pct\n";
+  for (const PlanRow& r : plans) {
+    out += fmt::format("{},{:.3f},{:.6f},{:.3f},{:.6f},{:.3f},{:.3f}\n", r.name, r.predicted_time_us,
+                       r.predicted_energy_j, r.true_time_us, r.true_energy_j, r.saving_pct, r.slowdown_pct);
+  }
+  return out;
+}
+
+Result<RunResult> run(const RunOptions& o) {
+  if (o.max_slowdown < 0 || o.max_slowdown > 1)
+    return make_error("--max-slowdown", "must be between 0 and 1", "0.05 allows 5 % more step time");
+  if (o.eval_steps < 2) return make_error("--steps", "at least 2 steps are needed (the first is a warm-up)");
+  if (o.out_dir.empty()) return make_error("-o", "the report folder name is empty");
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  nlohmann::json stage_ms = nlohmann::json::object();
+  const auto t_all = std::chrono::steady_clock::now();
+
+  auto profile = backends::profile_of(o.device);
+  if (!profile.ok()) return profile.error();
+  auto spec = backends::parse_device_spec(o.device);
+  if (!spec.ok()) return spec.error();
+  const std::string emulated = spec->kind == backends::DeviceSpec::Kind::kEmulated ? o.device
+                                                                                 : "emulated:" + profile->name;
+
+  // The folder is built beside its final place, so the closing rename stays on one file system.
+  const fs::path final_dir = fs::path(o.out_dir).lexically_normal();
+  TmpDir tmp;
+  tmp.path = final_dir.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::error_code ec;
+    fs::remove_all(tmp.path, ec);
+    if (!fs::create_directories(tmp.path, ec) || ec)
+      return make_error(tmp.path, "cannot create the report folder: " + ec.message());
+  }
+  std::vector<std::string> files;
+
+  // ---- inputs ----
+  std::vector<std::string> traces = o.traces;
+  std::vector<std::string> shown = o.traces;  // as they will be named once the folder is in place
+  if (traces.empty()) {
+    auto t0 = std::chrono::steady_clock::now();
+    say(fmt::format("synthesizing the built-in example ({} ranks, {})", o.example.ranks,
+                    synth::workload_name(o.example.workload)));
+    EMO_RETURN_IF_ERROR(synth::write_traces(o.example, (fs::path(tmp.path) / "input").string(), &traces));
+    for (const auto& t : traces) shown.push_back((final_dir / "input" / fs::path(t).filename()).string());
+    stage_ms["synth"] = ms_since(t0);
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  say("loading and analyzing " + std::to_string(traces.size()) + " trace(s)");
+  auto w = analysis::load(traces, {});
+  if (!w.ok()) return w.error();
+  analysis::Analysis an = analysis::analyze(*w);
+  stage_ms["analyze"] = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  say("packing");
+  auto p = pack::make_packs(*w, an, *profile, {});
+  if (!p.ok()) return p.error();
+  stage_ms["pack"] = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  say(fmt::format("profiling {} signature(s) at {} clocks on {}", p->signatures.size(), p->plan_clocks_mhz.size(),
+                  emulated));
+  auto runs = backends::profile_plan(emulated, *w, *p);
+  if (!runs.ok()) return runs.error();
+  stage_ms["profile"] = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  say("fitting pack models");
+  auto m = pack::fit_pack_models(*w, *p, *runs, *profile);
+  if (!m.ok()) return m.error();
+  stage_ms["fit"] = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  say("optimizing the clock policy");
+  optimize::Problem pr;
+  pr.workload = &*w;
+  pr.packing = &*p;
+  pr.models = &*m;
+  pr.default_clock_mhz = int(profile->default_clock_mhz.value);
+  optimize::OptimizeOptions oo;
+  oo.max_slowdown = o.max_slowdown;
+  auto s = optimize::optimize(pr, oo);
+  if (!s.ok()) return s.error();
+  stage_ms["optimize"] = ms_since(t0);
+
+  const std::string policy_text = optimize::policy_json(pr, *s, o.max_slowdown).dump(1) + "\n";
+  EMO_RETURN_IF_ERROR(write_in(tmp.path, "policy.json", policy_text, &files));
+
+  // ---- evaluate on the emulated GPU, as `emo evaluate` does ----
+  t0 = std::chrono::steady_clock::now();
+  say(fmt::format("evaluating the policy and {} baseline(s) on {}", s->baselines.size(), emulated));
+  auto pf = optimize::read_policy("policy.json", policy_text, *w, *profile);
+  if (!pf.ok()) return pf.error();
+  std::vector<backends::Measured> measured;
+  auto measure = [&](const std::vector<int>& clocks, const std::string& name,
+                     const std::vector<int64_t>& issues) -> Status {
+    auto r = backends::run_on_emulator(emulated, *w, pf->packs, clocks, issues, pf->default_clock_mhz, o.eval_steps,
+                                       name);
+    if (!r.ok()) return r.error();
+    measured.push_back(*r);
+    return {};
+  };
+  std::vector<int> policy_clocks;
+  for (const auto& ap : pf->packs) policy_clocks.push_back(ap.clock_mhz);
+  EMO_RETURN_IF_ERROR(measure({}, "default", {}));
+  EMO_RETURN_IF_ERROR(measure(policy_clocks, "policy", {}));
+  for (const auto& b : pf->baselines) EMO_RETURN_IF_ERROR(measure(b.clocks_mhz, b.name, b.issue_at_ns));
+  stage_ms["evaluate"] = ms_since(t0);
+
+  RunResult res;
+  const backends::Measured& def = measured.front();
+  for (const auto& mm : measured) {
+    PlanRow r;
+    r.name = mm.name;
+    if (const optimize::Plan* pl = find_plan(*s, mm.name)) {
+      r.predicted_time_us = double(pl->time_ns) / 1e3;
+      r.predicted_energy_j = pl->energy_j;
+    }
+    r.true_time_us = mm.time_us;
+    r.true_energy_j = mm.energy_j;
+    r.slowdown_pct = def.time_us > 0 ? 100.0 * (mm.time_us / def.time_us - 1) : 0;
+    r.saving_pct = def.energy_j > 0 ? 100.0 * (1 - mm.energy_j / def.energy_j) : 0;
+    res.plans.push_back(r);
+  }
+
+  // ---- summary ----
+  nlohmann::json sm;
+  sm["device"] = profile->name;
+  sm["evaluated_on"] = emulated;
+  sm["max_slowdown"] = o.max_slowdown;
+  sm["inputs"] = shown;
+  sm["ranks"] = w->ranks.size();
+  sm["events"] = w->events;
+  sm["gpu_ops"] = p->kernel_ops;
+  sm["replay_error_pct"] = an.replay_error_pct;
+  sm["default_clock_mhz"] = pr.default_clock_mhz;
+  sm["step_time_us"] = {{"default", res.plans[0].true_time_us}, {"policy", res.plans[1].true_time_us}};
+  sm["energy_j"] = {{"default", res.plans[0].true_energy_j}, {"policy", res.plans[1].true_energy_j}};
+  sm["predicted"] = {{"default", {{"time_us", res.plans[0].predicted_time_us}, {"energy_j", res.plans[0].predicted_energy_j}}},
+                     {"policy", {{"time_us", res.plans[1].predicted_time_us}, {"energy_j", res.plans[1].predicted_energy_j}}}};
+  sm["policy"] = {{"saving_pct", res.plans[1].saving_pct}, {"slowdown_pct", res.plans[1].slowdown_pct}};
+  sm["policy_from"] = s->policy_from;
+  nlohmann::json bl = nlohmann::json::object();
+  for (size_t i = 2; i < res.plans.size(); ++i)
+    bl[res.plans[i].name] = {{"saving_pct", res.plans[i].saving_pct}, {"slowdown_pct", res.plans[i].slowdown_pct}};
+  sm["baselines"] = bl;
+  sm["packs"] = p->packs.size();
+  sm["signatures"] = p->signatures.size();
+  sm["profiled_units"] = p->profiled_units;
+  sm["kernel_units"] = p->kernel_units;
+  sm["profiling_reduction"] = p->reduction();
+  sm["profiled_clocks_mhz"] = p->plan_clocks_mhz;
+  const nlohmann::json aj = analysis::to_json(*w, an, false);
+  sm["critical_path"] = {{"length_us", aj.at("critical_path").value("length_us", 0.0)},
+                         {"breakdown", aj.at("critical_path").value("breakdown", nlohmann::json::object())}};
+  sm["solve_ms"] = s->solve_ms;
+  sm["replays"] = s->replays;
+
+  ReportData d;
+  d.workload = &*w;
+  d.analysis = &an;
+  d.packing = &*p;
+  d.pack_clock_mhz = s->policy.pack_clock_mhz;
+  d.default_clock_mhz = pr.default_clock_mhz;
+  d.plans = res.plans;
+
+  // ---- the views ----
+  t0 = std::chrono::steady_clock::now();
+  say("writing the report");
+  EMO_RETURN_IF_ERROR(write_in(tmp.path, "packs.csv", pack::packs_csv(*w, *p), &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp.path, "results.csv", results_csv(res.plans), &files));
+  for (uint32_t r = 0; r < w->ranks.size(); ++r) {
+    auto text = read_text(w->graph.rank_paths[r]);
+    if (!text.ok()) return text.error();
+    auto ov = overlay_json(*text, w->graph.rank_paths[r], d, r);
+    if (!ov.ok()) return ov.error();
+    const std::string name = r == 0 ? "overlay.json" : fmt::format("overlay_rank{}.json", w->graph.rank_ids[r]);
+    EMO_RETURN_IF_ERROR(write_in(tmp.path, name, *ov, &files));
+  }
+  stage_ms["views"] = ms_since(t0);
+  stage_ms["total"] = ms_since(t_all);
+  sm["stage_ms"] = stage_ms;
+  d.summary = sm;
+  EMO_RETURN_IF_ERROR(write_in(tmp.path, "report.html", render_html(d), &files));
+  res.summary = {{"summary", sm}};
+  EMO_RETURN_IF_ERROR(write_in(tmp.path, "summary.json", res.summary.dump(1) + "\n", &files));
+
+  // ---- put the folder in place: the old one goes only once the new one is complete ----
+  std::error_code ec;
+  const std::string old = final_dir.string() + ".old." + std::to_string(::getpid());
+  const bool had_old = fs::exists(final_dir, ec);
+  if (had_old) {
+    fs::remove_all(old, ec);
+    fs::rename(final_dir, old, ec);
+    if (ec) return make_error(final_dir.string(), "cannot move the old report aside: " + ec.message());
+  }
+  fs::rename(tmp.path, final_dir, ec);
+  if (ec) {
+    std::error_code ec2;
+    if (had_old) fs::rename(old, final_dir, ec2);
+    return make_error(final_dir.string(), "cannot put the report in place: " + ec.message());
+  }
+  tmp.keep = true;
+  if (had_old) fs::remove_all(old, ec);
+  res.out_dir = final_dir.string();
+  res.files = files;
+  return res;
+}
+
+}  // namespace emo::report

@@ -1,0 +1,64 @@
+// `emo run [TRACE...] --device DEV --max-slowdown D -o DIR`: the whole method end to end (analyze,
+// pack, profile, fit, optimize, evaluate on the emulated GPU) with a report folder. Without traces it
+// runs on the built-in example (`emo synth train-pp --ranks 4`, written into DIR/input/).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli_common.h"
+#include "emo/base/file_util.h"
+#include "emo/report/report.h"
+
+namespace emo::cli {
+
+namespace {
+struct RunArgs {
+  report::RunOptions options;
+  std::string json_out;
+};
+}  // namespace
+
+void add_run(CLI::App& root, Action& action) {
+  auto a = std::make_shared<RunArgs>();
+  a->options.out_dir = "emo-report";
+  auto* sub = root.add_subcommand(
+      "run",
+      "The whole method end to end: analyze the step, pack its GPU ops, profile the packs on the emulated GPU "
+      "of --device, fit models, optimize a clock per pack within --max-slowdown, evaluate the policy and the "
+      "baselines on the emulated GPU, and write a report folder (summary.json, packs.csv, results.csv, "
+      "policy.json, report.html, overlay*.json). Without traces, runs on the built-in example "
+      "(emo synth train-pp, 4 ranks).");
+  sub->add_option("traces", a->options.traces, "trace files, one per rank (default: the built-in example)");
+  sub->add_option("--device", a->options.device, "target device: profile name (h100, a100, ...), file, or emulated:NAME")
+      ->capture_default_str();
+  sub->add_option("--max-slowdown", a->options.max_slowdown, "allowed step-time increase, e.g. 0.05 = 5 %")
+      ->capture_default_str();
+  sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation (the first is a warm-up)")
+      ->capture_default_str();
+  sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")
+      ->capture_default_str();
+  sub->add_option("--json", a->json_out, "write the summary as JSON to FILE ('-' = stdout)");
+  sub->callback([a, &action] {
+    action = [a] {
+      report::RunOptions o = a->options;
+      if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
+      auto r = report::run(o);
+      if (!r.ok()) return fail(r.error());
+      if (!a->json_out.empty()) {
+        Status st = write_file_atomic(a->json_out, r->summary.dump(1) + "\n");
+        if (!st.ok()) return fail(st.error());
+        if (a->json_out == "-") return kExitOk;
+      }
+      std::printf("true behaviour on the emulated GPU (%d steps each, first left out):\n", o.eval_steps);
+      for (const auto& p : r->plans) {
+        std::printf("  %-13s %10.3f ms  %10.3f J  %+6.2f %% time  %6.2f %% energy saved\n", p.name.c_str(),
+                    p.true_time_us / 1e3, p.true_energy_j, p.slowdown_pct, p.saving_pct);
+      }
+      std::printf("report written to %s/ (report.html, summary.json, results.csv, packs.csv, policy.json, overlay.json)\n",
+                  r->out_dir.c_str());
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace emo::cli
