@@ -125,17 +125,7 @@ Result<PolicyFile> read_policy(const std::string& path, const std::string& text,
   if (!dc) return dc.error();
   pf.default_clock_mhz = (*dc)->get<int>();
   if (auto it = j.find("max_slowdown"); it != j.end() && it->is_number()) pf.max_slowdown = it->get<double>();
-  // Ops of the trace per rank, in index order (the same order the packer uses).
-  std::vector<std::vector<NodeId>> ops(g.rank_paths.size());
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (graph::is_gpu(g.kind[n])) ops[g.rank[n]].push_back(n);
-  }
-  for (auto& v : ops) {
-    std::sort(v.begin(), v.end(), [&](NodeId x, NodeId y) {
-      if (g.meas_start_ns[x] != g.meas_start_ns[y]) return g.meas_start_ns[x] < g.meas_start_ns[y];
-      return g.lanes[g.lane[x]].stream < g.lanes[g.lane[y]].stream;
-    });
-  }
+  const std::vector<std::vector<NodeId>> ops = pack::gpu_ops_in_index_order(g);
   auto ranks = field(j, "ranks", vt::array, vt::array);
   if (!ranks) return ranks.error();
   if ((*ranks)->size() != ops.size())

@@ -100,24 +100,15 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     // Index the profiled ops by (stream, name, occurrence) per rank.
     std::vector<std::map<OpKey, std::pair<int64_t, int64_t>>> index(n_gpu);
     std::vector<std::map<std::pair<int32_t, std::string>, uint32_t>> occ(n_gpu);
-    std::vector<std::vector<NodeId>> pops(n_gpu);
-    for (NodeId n = 0; n < pg.num_nodes(); ++n) {
-      if (graph::is_gpu(pg.kind[n])) pops[pg.rank[n]].push_back(n);
-    }
+    const std::vector<std::vector<NodeId>> pops = gpu_ops_in_index_order(pg);
     for (size_t r = 0; r < n_gpu; ++r) {
-      std::sort(pops[r].begin(), pops[r].end(), [&](NodeId x, NodeId y) {
-        if (pg.meas_start_ns[x] != pg.meas_start_ns[y]) return pg.meas_start_ns[x] < pg.meas_start_ns[y];
-        return pg.lanes[pg.lane[x]].stream < pg.lanes[pg.lane[y]].stream;
-      });
-      int64_t b = std::numeric_limits<int64_t>::max(), e = std::numeric_limits<int64_t>::min();
       for (NodeId n : pops[r]) {
         const int32_t stream = pg.lanes[pg.lane[n]].stream;
         std::string name(pg.strings.view(pg.name[n]));
         const uint32_t k = occ[r][{stream, name}]++;
         index[r][OpKey{stream, std::move(name), k}] = {pg.meas_start_ns[n], pg.meas_end_ns[n]};
       }
-      b = pg.measured_begin_ns();
-      e = pg.measured_end_ns();
+      const int64_t b = pg.measured_begin_ns(), e = pg.measured_end_ns();
       step_s[r][ri] = double(e - b) * 1e-9;
       if (pops[r].size() != packing.gpus[r].ops.size()) {
         return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", r,

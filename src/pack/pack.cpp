@@ -48,6 +48,20 @@ std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n) {
   return out;
 }
 
+std::vector<std::vector<NodeId>> gpu_ops_in_index_order(const graph::Graph& g) {
+  std::vector<std::vector<NodeId>> out(g.rank_paths.size());
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n])) out[g.rank[n]].push_back(n);
+  }
+  for (auto& ops : out) {
+    std::sort(ops.begin(), ops.end(), [&](NodeId x, NodeId y) {
+      if (g.meas_start_ns[x] != g.meas_start_ns[y]) return g.meas_start_ns[x] < g.meas_start_ns[y];
+      return g.lanes[g.lane[x]].stream < g.lanes[g.lane[y]].stream;
+    });
+  }
+  return out;
+}
+
 namespace {
 
 uint64_t fnv(uint64_t h, uint64_t v) {
@@ -74,15 +88,12 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   // ---- ops per GPU (rank), index order: measured start, ties by stream ----
   const size_t n_ranks = g.rank_paths.size();
   p.gpus.resize(n_ranks);
-  for (uint32_t r = 0; r < n_ranks; ++r) p.gpus[r].rank = r;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (graph::is_gpu(g.kind[n])) p.gpus[g.rank[n]].ops.push_back(n);
+  auto ordered = gpu_ops_in_index_order(g);
+  for (uint32_t r = 0; r < n_ranks; ++r) {
+    p.gpus[r].rank = r;
+    p.gpus[r].ops = std::move(ordered[r]);
   }
   for (GpuOps& go : p.gpus) {
-    std::sort(go.ops.begin(), go.ops.end(), [&](NodeId x, NodeId y) {
-      if (g.meas_start_ns[x] != g.meas_start_ns[y]) return g.meas_start_ns[x] < g.meas_start_ns[y];
-      return g.lanes[g.lane[x]].stream < g.lanes[g.lane[y]].stream;
-    });
     std::unordered_map<uint64_t, uint32_t> seen;
     go.occurrence.reserve(go.ops.size());
     for (NodeId n : go.ops) {

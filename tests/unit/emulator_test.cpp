@@ -11,27 +11,14 @@
 #include "emo/emulator/emulator.h"
 #include "emo/model/datasets.h"
 #include "emo/synth/synth.h"
+#include "synth_workload.h"
 #include "test_util.h"
 
 namespace emo::emulator {
 namespace {
 
 analysis::Workload synth_workload(synth::Workload kind, int ranks, int layers) {
-  synth::Options o;
-  o.workload = kind;
-  o.ranks = ranks;
-  o.layers = layers;
-  o.steps = 2;
-  o.seed = 3;
-  std::vector<trace::RankTrace> traces;
-  for (int r = 0; r < ranks; ++r) {
-    auto t = trace::parse_trace(synth::render_trace(o, r), "rank" + std::to_string(r));
-    EXPECT_TRUE(t.ok());
-    traces.push_back(std::move(*t));
-  }
-  auto w = analysis::assemble(std::move(traces), {});
-  EXPECT_TRUE(w.ok()) << (w ? "" : w.error().what);
-  return std::move(*w);
+  return test::synth_workload(kind, ranks, layers, 3);
 }
 
 EmulatedGpu gpu(const char* name, uint64_t seed = 5) { return EmulatedGpu(*device::builtin_profile(name), seed); }

@@ -10,26 +10,13 @@
 #include "emo/emulator/emulator.h"
 #include "emo/optimize/optimize.h"
 #include "emo/synth/synth.h"
+#include "synth_workload.h"
 
 namespace emo::optimize {
 namespace {
 
-analysis::Workload workload(int ranks, int layers, synth::Workload kind = synth::Workload::kTrainDP) {
-  synth::Options o;
-  o.workload = kind;
-  o.ranks = ranks;
-  o.layers = layers;
-  o.steps = 2;
-  o.seed = 11;
-  std::vector<trace::RankTrace> traces;
-  for (int r = 0; r < ranks; ++r) {
-    auto t = trace::parse_trace(synth::render_trace(o, r), "rank" + std::to_string(r));
-    EXPECT_TRUE(t.ok());
-    traces.push_back(std::move(*t));
-  }
-  auto w = analysis::assemble(std::move(traces), {});
-  EXPECT_TRUE(w.ok());
-  return std::move(*w);
+analysis::Workload workload(int ranks, int layers) {
+  return test::synth_workload(synth::Workload::kTrainDP, ranks, layers, 11);
 }
 
 struct Setup {

@@ -740,7 +740,8 @@ TEST(Synth, TensorParallelAllreducesSitOnTheCriticalPath) {
   EXPECT_GE(inline_ar, 2 * o.layers * o.steps);
   EXPECT_GE(side_ar, 2 * o.layers * o.steps);
   // With one rank there is nothing to reduce.
-  for (const Ev* k : render(small(Workload::kTrainTP, 1), 0).of("kernel")) {
+  const Trace single = render(small(Workload::kTrainTP, 1), 0);  // kept alive: of() points into it
+  for (const Ev* k : single.of("kernel")) {
     EXPECT_EQ(k->name.rfind("nccl", 0), std::string::npos) << k->name;
   }
 }

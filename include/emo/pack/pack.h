@@ -28,6 +28,10 @@ const char* to_string(Boundness b);
 // compute, NCCL -> communication, elementwise/reduction/copy -> memory.
 Boundness boundness_of_name(std::string_view name, bool is_copy);
 
+// Every rank's GPU ops (kernels, memcpy, memset) in index order: measured start time, ties broken by
+// stream id — the order the policy file's `index` counts in (DESIGN.md §6).
+std::vector<std::vector<graph::NodeId>> gpu_ops_in_index_order(const graph::Graph& g);
+
 struct PackOptions {
   double min_switch_multiple = 1.0;  // packs last at least this × the switching latency (median)
   int64_t min_pack_ns = -1;          // overrides the above when >= 0
