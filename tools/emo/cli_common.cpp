@@ -1,6 +1,7 @@
 // error:/note:/warning: printing shared by every subcommand.
 #include "cli_common.h"
 
+#include <charconv>
 #include <cstdio>
 
 namespace emo::cli {
@@ -12,5 +13,22 @@ int fail(const Error& e) {
 }
 
 void warn(const std::string& message) { std::fprintf(stderr, "warning: %s\n", message.c_str()); }
+
+Result<std::vector<int>> parse_clock_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    int v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0)
+      return make_error(flag, "'" + item + "' is not a clock in MHz", "write the clocks as A,B,C, e.g. 855,1140,1410");
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
 
 }  // namespace emo::cli

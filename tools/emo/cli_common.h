@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "emo/base/result.h"
 
@@ -17,6 +18,8 @@ inline constexpr int kExitUsage = 2;
 // Prints `error: WHERE: WHAT` and `note: NOTE` to stderr; returns kExitBadInput.
 int fail(const Error& e);
 void warn(const std::string& message);
+// "855,1140,1410" -> {855, 1140, 1410}; a bad item -> Error naming `flag`.
+Result<std::vector<int>> parse_clock_list(const std::string& text, const std::string& flag);
 
 // A subcommand: registered on the root app, run after parsing if selected.
 using Action = std::function<int()>;

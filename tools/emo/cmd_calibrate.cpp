@@ -46,24 +46,6 @@ Result<std::unique_ptr<device::Device>> open_for_calibration(const std::string& 
   return make_error(spec, "unknown device", kAcceptedSpecs);
 }
 
-// "1410,1110,810" -> {1410, 1110, 810}.
-Result<std::vector<int>> parse_clocks(const std::string& text) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
-    int v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0)
-      return make_error("--clocks", "'" + item + "' is not a clock in MHz",
-                        "write the clocks as A,B,C, e.g. 810,1110,1410");
-    out.push_back(v);
-    pos = comma + 1;
-  }
-  return out;
-}
 
 void print_summary(const calibrate::CalibrationResult& r) {
   const auto& p = r.profile;
@@ -90,7 +72,7 @@ int run(const CalibrateArgs& a) {
   calibrate::CalibrateOptions opt;
   opt.min_seconds = a.min_seconds;
   if (!a.clocks.empty()) {
-    auto c = parse_clocks(a.clocks);
+    auto c = parse_clock_list(a.clocks, "--clocks");
     if (!c) {
       fail(c.error());
       return kExitUsage;

@@ -28,23 +28,6 @@ struct ModelCheckArgs {
   int worst = 5;
 };
 
-// "855,1140,1410" -> {855, 1140, 1410}.
-Result<std::vector<int>> parse_clocks(const std::string& text) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
-    int v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0)
-      return make_error("--fit-clocks", "'" + item + "' is not a clock in MHz", "write the clocks as A,B,C, e.g. 855,1140,1410");
-    out.push_back(v);
-    pos = comma + 1;
-  }
-  return out;
-}
 
 nlohmann::json mape_json(const model::Mape& m) {
   return {{"time_mape_pct", m.time_pct}, {"energy_mape_pct", m.energy_pct}, {"predictions", m.n}};
@@ -139,7 +122,7 @@ int run(const ModelCheckArgs& a) {
   if (!format) return fail(format.error());
   std::vector<int> fit;
   if (!a.fit_clocks.empty()) {
-    auto c = parse_clocks(a.fit_clocks);
+    auto c = parse_clock_list(a.fit_clocks, "--fit-clocks");
     if (!c) {
       fail(c.error());
       return kExitUsage;
