@@ -205,6 +205,7 @@ std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t
 Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.max_slowdown < 0) return make_error("--max-slowdown", "must not be negative");
+  if (!(opt.reserve >= 0 && opt.reserve < 1)) return make_error("--reserve", "must be in [0, 1)");
   const pack::Packing& p = *pr.packing;
   if (p.packs.empty()) return make_error("optimize", "no packs to optimize");
   Prepared x = prepare(pr);
@@ -216,9 +217,11 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   s.default_plan = predict_prepared(pr, x, std::vector<int>(P, pr.default_clock_mhz), "default", &tl0, &dur0);
   s.replays = 1;
   s.target_ns = int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown)));
+  s.plan_target_ns =
+      int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown * (1 - opt.reserve))));
   s.default_plan.feasible = true;
   auto check = [&](Plan pl) {
-    pl.feasible = pl.time_ns <= s.target_ns;
+    pl.feasible = pl.time_ns <= s.plan_target_ns;
     ++s.replays;
     return pl;
   };
@@ -267,7 +270,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     }
     return check(predict_prepared(pr, x, std::move(clocks), "policy"));
   };
-  const int64_t full = s.target_ns - s.default_plan.time_ns;
+  const int64_t full = s.plan_target_ns - s.default_plan.time_ns;
   Plan best = s.default_plan;
   best.name = "policy";
   double lo = 0, hi = 1.0;

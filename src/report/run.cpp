@@ -144,6 +144,7 @@ Result<RunResult> run(const RunOptions& o) {
   pr.default_clock_mhz = int(profile->default_clock_mhz.value);
   optimize::OptimizeOptions oo;
   oo.max_slowdown = o.max_slowdown;
+  oo.reserve = o.reserve;
   auto s = optimize::optimize(pr, oo);
   if (!s.ok()) return s.error();
   stage_ms["optimize"] = ms_since(t0);
@@ -193,6 +194,7 @@ Result<RunResult> run(const RunOptions& o) {
   sm["device"] = profile->name;
   sm["evaluated_on"] = emulated;
   sm["max_slowdown"] = o.max_slowdown;
+  sm["reserve"] = o.reserve;
   sm["inputs"] = shown;
   sm["ranks"] = w->ranks.size();
   sm["events"] = w->events;

@@ -102,10 +102,12 @@ TEST(Optimize, EveryPlanMeetsTheTargetInReplay) {
     auto sol = optimize(pr, o);
     ASSERT_TRUE(sol.ok());
     Plan again = predict(pr, sol->policy.pack_clock_mhz);
-    EXPECT_LE(again.time_ns, sol->target_ns) << d;
+    // Plans keep the reserve (10 % of the allowed slowdown by default) for model error.
+    EXPECT_LT(sol->plan_target_ns, sol->target_ns) << d;
+    EXPECT_LE(again.time_ns, sol->plan_target_ns) << d;
     EXPECT_LE(sol->policy.energy_j, sol->default_plan.energy_j);
     for (const Plan& b : sol->baselines) {
-      EXPECT_LE(predict(pr, b.pack_clock_mhz).time_ns, sol->target_ns) << b.name;
+      EXPECT_LE(predict(pr, b.pack_clock_mhz).time_ns, sol->plan_target_ns) << b.name;
       EXPECT_LE(sol->policy.energy_j, b.energy_j + 1e-9) << b.name;  // never worse than a baseline
     }
   }
@@ -120,6 +122,7 @@ TEST(Optimize, DpMatchesExhaustiveSearchOnSmallCases) {
   for (double d : {0.02, 0.05, 0.10}) {
     OptimizeOptions o;
     o.max_slowdown = d;
+    o.reserve = 0;  // the same target as the exhaustive search
     auto sol = optimize(pr, o);
     auto ex = exhaustive(pr, d);
     ASSERT_TRUE(sol.ok() && ex.ok());
@@ -179,6 +182,11 @@ TEST(Optimize, ImpossibleSlowdownIsAnError) {
   auto s = setup(1, 3, 3);
   OptimizeOptions o;
   o.max_slowdown = -0.1;
+  EXPECT_FALSE(optimize(s->problem(), o).ok());
+  o.max_slowdown = 0.05;
+  o.reserve = 1.0;  // nothing left to plan with
+  EXPECT_FALSE(optimize(s->problem(), o).ok());
+  o.reserve = -0.1;
   EXPECT_FALSE(optimize(s->problem(), o).ok());
 }
 

@@ -21,6 +21,7 @@ struct OptimizeArgs {
   std::string out, json_out;
   int64_t step = -1;
   double max_slowdown = 0.05;
+  double reserve = 0.1;
   double min_pack = 1.0;
   double min_pack_ms = -1;
 };
@@ -46,6 +47,10 @@ void add_optimize(CLI::App& root, Action& action) {
   sub->add_option("--device", a->device, "target device: profile name (h100, a100, ...) or file")->capture_default_str();
   sub->add_option("--profile-on", a->profile_on, "where to run the profiling plan (default: emulated:DEVICE)");
   sub->add_option("--max-slowdown", a->max_slowdown, "allowed step-time increase, e.g. 0.05 = 5 %")->capture_default_str();
+  sub->add_option("--reserve", a->reserve,
+                  "part of --max-slowdown kept back for model and clock-switching error (plans meet "
+                  "1 + max_slowdown·(1 − reserve) in the models' replay)")
+      ->capture_default_str();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--min-pack", a->min_pack, "packs last at least this many clock-switch latencies")->capture_default_str();
   sub->add_option("--min-pack-ms", a->min_pack_ms, "minimum pack length in ms (overrides --min-pack)");
@@ -79,6 +84,7 @@ void add_optimize(CLI::App& root, Action& action) {
       pr.default_clock_mhz = int(profile->default_clock_mhz.value);
       optimize::OptimizeOptions oo;
       oo.max_slowdown = a->max_slowdown;
+      oo.reserve = a->reserve;
       auto s = optimize::optimize(pr, oo);
       if (!s.ok()) return fail(s.error());
       if (!a->out.empty()) {
@@ -88,6 +94,7 @@ void add_optimize(CLI::App& root, Action& action) {
       nlohmann::json j;
       j["device"] = profile->name;
       j["max_slowdown"] = a->max_slowdown;
+      j["reserve"] = a->reserve;
       j["baseline"] = plan_json(s->default_plan, s->default_plan);
       j["policy"] = plan_json(s->policy, s->default_plan);
       for (const auto& b : s->baselines) j["baselines"][b.name] = plan_json(b, s->default_plan);

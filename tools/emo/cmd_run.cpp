@@ -33,6 +33,9 @@ void add_run(CLI::App& root, Action& action) {
       ->capture_default_str();
   sub->add_option("--max-slowdown", a->options.max_slowdown, "allowed step-time increase, e.g. 0.05 = 5 %")
       ->capture_default_str();
+  sub->add_option("--reserve", a->options.reserve,
+                  "part of --max-slowdown kept back for model and clock-switching error")
+      ->capture_default_str();
   sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")

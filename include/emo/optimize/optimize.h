@@ -39,6 +39,10 @@ struct Plan {
 
 struct OptimizeOptions {
   double max_slowdown = 0.05;
+  // Part of the allowed slowdown kept back for model and clock-switching error: every plan must meet
+  // T_default·(1 + max_slowdown·(1 − reserve)) in the models' replay, so that the true step time stays
+  // under T_default·(1 + max_slowdown). 0 plans right up to the target.
+  double reserve = 0.1;
   int budget_buckets = 512;
   int search_rounds = 10;
   int polish_replays = 2000;  // replays spent improving the DP's plan one pack at a time
@@ -49,7 +53,8 @@ struct Solution {
   Plan policy;
   std::string policy_from = "dp";  // "dp", or the baseline whose plan was better once switching is counted
   std::vector<Plan> baselines;  // static_clock, slack_only, per_phase
-  int64_t target_ns = 0;
+  int64_t target_ns = 0;       // T_default·(1 + max_slowdown): the user's limit
+  int64_t plan_target_ns = 0;  // what every returned plan meets in the models' replay (target less the reserve)
   double solve_ms = 0;
   int replays = 0;
 };
@@ -57,7 +62,7 @@ struct Solution {
 // Predicted makespan and energy of a plan (one full replay).
 Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name = "");
 
-// Errors: max_slowdown < 0, a problem without packs, or no plan (not even the default) meeting the target.
+// Errors: max_slowdown < 0, reserve outside [0, 1), a problem without packs, or no plan (not even the default) meeting the target.
 Result<Solution> optimize(const Problem& problem, const OptimizeOptions& options);
 
 // The DP alone on abstract packs (for the benchmark and the oracle tests): per pack, options of

@@ -30,6 +30,7 @@ struct RunOptions {
   std::vector<std::string> traces;  // one file per rank; empty = synthesize the example into DIR/input/
   std::string device = "h100";      // profile name or file, or emulated:NAME (profiled and evaluated there)
   double max_slowdown = 0.05;
+  double reserve = 0.1;             // part of max_slowdown kept back for model error (OptimizeOptions::reserve)
   std::string out_dir = "emo-report";
   int eval_steps = 5;               // steps per plan on the emulated GPU (the first is a warm-up)
   synth::Options example = example_options();
