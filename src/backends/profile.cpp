@@ -5,21 +5,26 @@
 
 #include "emo/backends/backends.h"
 #include "emo/emulator/emulator.h"
+#include "emulated_runs.h"
 
 namespace emo::backends {
 
-Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text, const analysis::Workload& w,
-                                                    const pack::Packing& packing) {
+namespace detail {
+
+Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(const std::string& spec_text,
+                                                                            const analysis::Workload& w,
+                                                                            const pack::Packing& packing) {
   auto spec = parse_device_spec(spec_text);
   if (!spec) return spec.error();
   if (spec->kind != DeviceSpec::Kind::kEmulated) {
     return make_error("--device " + spec_text, "profiling runs need a device that can run the workload",
-                      "use emulated:NAME here; on hardware, record one trace and an energy log per plan clock");
+                      "use emulated:NAME here; on hardware, record the step at each plan clock (docs/profiling.md) "
+                      "and pass the folder with --profiled");
   }
   auto profile = device::load_profile(spec->profile);
   if (!profile) return profile.error();
   emulator::EmulatedGpu gpu(*profile, spec->seed);
-  std::vector<pack::ProfiledRun> out;
+  std::vector<std::pair<int, emulator::RunResult>> out;
   for (int clock : packing.plan_clocks_mhz) {
     emulator::RunOptions o;
     o.steps = packing.plan_steps;
@@ -27,9 +32,22 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text
     o.seed = uint64_t(clock) * 7919u + 1;
     auto run = gpu.run(w, emulator::ClockSchedule::locked(clock), o);
     if (!run) return run.error();
+    out.emplace_back(clock, std::move(*run));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text, const analysis::Workload& w,
+                                                    const pack::Packing& packing) {
+  auto runs = detail::emulated_plan_runs(spec_text, w, packing);
+  if (!runs) return runs.error();
+  std::vector<pack::ProfiledRun> out;
+  for (auto& [clock, run] : *runs) {
     pack::ProfiledRun pr;
     pr.clock_mhz = clock;
-    for (auto& rr : run->ranks) {
+    for (auto& rr : run.ranks) {
       auto t = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
       if (!t) return t.error();
       pr.traces.push_back(std::move(*t));

@@ -83,4 +83,58 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
+AtomicDir::~AtomicDir() {
+  if (done_ || tmp_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(tmp_, ec);
+}
+
+Status AtomicDir::open(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return make_error("-o", "the " + what + " name is empty");
+  // Built beside its final place, so the closing rename stays on one file system.
+  final_ = fs::path(dir).lexically_normal().string();
+  if (!final_.empty() && final_.back() == '/') final_.pop_back();
+  what_ = what;
+  tmp_ = final_ + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+  if (!fs::create_directories(tmp_, ec) || ec) {
+    const std::string why = ec ? ec.message() : "it exists";
+    tmp_.clear();
+    return make_error(final_ + ".tmp.*", "cannot create the " + what + ": " + why);
+  }
+  return {};
+}
+
+Status AtomicDir::write(const std::string& name, std::string_view data) {
+  namespace fs = std::filesystem;
+  const fs::path p = fs::path(tmp_) / name;
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) return make_error(p.parent_path().string(), "cannot create the folder: " + ec.message());
+  return write_file_atomic(p.string(), data);
+}
+
+Status AtomicDir::commit() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string old = final_ + ".old." + std::to_string(::getpid());
+  const bool had_old = fs::exists(final_, ec);
+  if (had_old) {
+    fs::remove_all(old, ec);
+    fs::rename(final_, old, ec);
+    if (ec) return make_error(final_, "cannot move the old " + what_ + " aside: " + ec.message());
+  }
+  fs::rename(tmp_, final_, ec);
+  if (ec) {
+    std::error_code ec2;
+    if (had_old) fs::rename(old, final_, ec2);
+    return make_error(final_, "cannot put the " + what_ + " in place: " + ec.message());
+  }
+  done_ = true;
+  if (had_old) fs::remove_all(old, ec);
+  return {};
+}
+
 }  // namespace emo

@@ -36,6 +36,16 @@ EmulatedGpu& EmulatedGpu::operator=(EmulatedGpu&&) noexcept = default;
 // ANCHORS.md: the NVML energy counter updates every ≈10–100 ms; 20 ms is assumed for every profile.
 double EmulatedGpu::energy_update_ms() const { return 20.0; }
 
+double RankRun::probe_energy_at(int64_t t_ns) const {
+  if (probe_j.empty() || probe_period_ns <= 0) return 0;
+  const double x = double(t_ns - probe_origin_ns) / double(probe_period_ns);
+  if (x <= 0) return probe_j.front();
+  const size_t i = size_t(x);
+  if (i + 1 >= probe_j.size()) return probe_j.back();
+  const double frac = x - double(i);
+  return probe_j[i] + frac * (probe_j[i + 1] - probe_j[i]);
+}
+
 double RunResult::mean_step_ns() const {
   if (step_ns.empty()) return 0;
   double s = 0;
@@ -207,6 +217,12 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
     rr.energy_j = integral.total_j;
     rr.gpu_busy_ns = integral.busy_ns;
     out.energy_j += integral.total_j;
+    if (options.probe_period_ns > 0) {
+      rr.probe_origin_ns = detail::kTraceOriginOffsetNs;
+      rr.probe_period_ns = options.probe_period_ns;
+      for (int64_t t = 0; t <= run_end + options.probe_period_ns; t += options.probe_period_ns)
+        rr.probe_j.push_back(integral.at(t));
+    }
     if (options.energy_log) {
       const uint64_t key = detail::mix64(options.seed * 31 + r + seed_);
       const double origin_mj = 1e9 * (1 + detail::unit_hash(key));  // "since driver load"

@@ -32,6 +32,21 @@ double PackModels::idle_power_w(uint32_t gpu, double f) const {
   return gpus[gpu].static_scale * idle;
 }
 
+PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double f) {
+  const Pack& pk = p.packs[k];
+  PackCost c;
+  for (uint32_t a = pk.first_atom; a <= pk.last_atom; ++a) {
+    const Atom& at = p.atoms[a];
+    if (at.first > at.last) continue;
+    const double t = double(at.busy_ns) * 1e-9 * m.time_ratio(at.signature, f);
+    c.busy_s += t;
+    c.energy_j += t * m.busy_power_w(at.signature, pk.gpu, f);
+  }
+  const int64_t idle_ns = std::max<int64_t>(0, (pk.end_ns - pk.begin_ns) - pk.busy_ns);
+  c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.gpu, f);
+  return c;
+}
+
 namespace {
 
 // Ops of one rank in a trace keyed by (stream, name, occurrence) -> duration.

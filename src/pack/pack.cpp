@@ -82,8 +82,9 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   Packing p;
   p.step_begin_ns = tl.begin_ns;
   p.step_ns = tl.makespan_ns();
-  p.min_pack_ns = opt.min_pack_ns >= 0 ? opt.min_pack_ns
-                                       : int64_t(opt.min_switch_multiple * profile.switch_latency_median_ms.value * 1e6);
+  p.min_pack_ns = opt.per_kernel         ? 0
+                  : opt.min_pack_ns >= 0 ? opt.min_pack_ns
+                                         : int64_t(opt.min_switch_multiple * profile.switch_latency_median_ms.value * 1e6);
 
   // ---- ops per GPU (rank), index order: measured start, ties by stream ----
   const size_t n_ranks = g.rank_paths.size();
@@ -153,7 +154,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
           cur_e = std::max(cur_e, tl.end(n));
         }
         run_end = std::max(run_end, tl.end(n));
-        if (j + 1 >= go.ops.size()) break;
+        if (j + 1 >= go.ops.size() || opt.per_kernel) break;
         const NodeId nx = go.ops[j + 1];
         auto [s1, b1] = cls(nx);
         if ((opt.split_slack && s1 != s0) || (opt.split_boundness && b1 != b0)) break;
@@ -195,7 +196,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       pk.gpu = gi;
       pk.first_atom = uint32_t(i);
       size_t j = i;
-      while (j + 1 < end) {
+      while (j + 1 < end && !opt.per_kernel) {
         const int64_t span = p.atoms[j].end_ns - p.atoms[i].begin_ns;
         const Atom& nx = p.atoms[j + 1];
         const Atom& cur = p.atoms[j];
@@ -208,7 +209,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       i = j + 1;
     }
     // A short last pack joins the one before it.
-    if (p.packs.size() - pack_start >= 2) {
+    if (p.packs.size() - pack_start >= 2 && !opt.per_kernel) {
       Pack& last = p.packs.back();
       if (p.atoms[last.last_atom].end_ns - p.atoms[last.first_atom].begin_ns < p.min_pack_ns) {
         p.packs[p.packs.size() - 2].last_atom = last.last_atom;

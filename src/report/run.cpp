@@ -29,20 +29,8 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Removes the temporary folder unless the run got to the end.
-struct TmpDir {
-  std::string path;
-  bool keep = false;
-  ~TmpDir() {
-    if (keep || path.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-Status write_in(const std::string& dir, const std::string& name, std::string_view text,
-                std::vector<std::string>* files) {
-  EMO_RETURN_IF_ERROR(write_file_atomic((fs::path(dir) / name).string(), text));
+Status write_in(AtomicDir& dir, const std::string& name, std::string_view text, std::vector<std::string>* files) {
+  EMO_RETURN_IF_ERROR(dir.write(name, text));
   files->push_back(name);
   return {};
 }
@@ -85,16 +73,8 @@ Result<RunResult> run(const RunOptions& o) {
   const std::string emulated = spec->kind == backends::DeviceSpec::Kind::kEmulated ? o.device
                                                                                  : "emulated:" + profile->name;
 
-  // The folder is built beside its final place, so the closing rename stays on one file system.
-  const fs::path final_dir = fs::path(o.out_dir).lexically_normal();
-  TmpDir tmp;
-  tmp.path = final_dir.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::error_code ec;
-    fs::remove_all(tmp.path, ec);
-    if (!fs::create_directories(tmp.path, ec) || ec)
-      return make_error(tmp.path, "cannot create the report folder: " + ec.message());
-  }
+  AtomicDir tmp;
+  EMO_RETURN_IF_ERROR(tmp.open(o.out_dir, "report folder"));
   std::vector<std::string> files;
 
   // ---- inputs ----
@@ -104,8 +84,8 @@ Result<RunResult> run(const RunOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     say(fmt::format("synthesizing the built-in example ({} ranks, {})", o.example.ranks,
                     synth::workload_name(o.example.workload)));
-    EMO_RETURN_IF_ERROR(synth::write_traces(o.example, (fs::path(tmp.path) / "input").string(), &traces));
-    for (const auto& t : traces) shown.push_back((final_dir / "input" / fs::path(t).filename()).string());
+    EMO_RETURN_IF_ERROR(synth::write_traces(o.example, (fs::path(tmp.tmp_path()) / "input").string(), &traces));
+    for (const auto& t : traces) shown.push_back((fs::path(tmp.final_path()) / "input" / fs::path(t).filename()).string());
     stage_ms["synth"] = ms_since(t0);
   }
 
@@ -123,9 +103,14 @@ Result<RunResult> run(const RunOptions& o) {
   stage_ms["pack"] = ms_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  say(fmt::format("profiling {} signature(s) at {} clocks on {}", p->signatures.size(), p->plan_clocks_mhz.size(),
-                  emulated));
-  auto runs = backends::profile_plan(emulated, *w, *p);
+  if (o.profiled_dir.empty()) {
+    say(fmt::format("profiling {} signature(s) at {} clocks on {}", p->signatures.size(), p->plan_clocks_mhz.size(),
+                    emulated));
+  } else {
+    say("reading the profiling runs in " + o.profiled_dir);
+  }
+  auto runs = o.profiled_dir.empty() ? backends::profile_plan(emulated, *w, *p)
+                                     : backends::read_profiled_dir(o.profiled_dir, *w);
   if (!runs.ok()) return runs.error();
   stage_ms["profile"] = ms_since(t0);
 
@@ -150,7 +135,7 @@ Result<RunResult> run(const RunOptions& o) {
   stage_ms["optimize"] = ms_since(t0);
 
   const std::string policy_text = optimize::policy_json(pr, *s, o.max_slowdown).dump(1) + "\n";
-  EMO_RETURN_IF_ERROR(write_in(tmp.path, "policy.json", policy_text, &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp, "policy.json", policy_text, &files));
 
   // ---- evaluate on the emulated GPU, as `emo evaluate` does ----
   t0 = std::chrono::steady_clock::now();
@@ -195,6 +180,7 @@ Result<RunResult> run(const RunOptions& o) {
   sm["evaluated_on"] = emulated;
   sm["max_slowdown"] = o.max_slowdown;
   sm["reserve"] = o.reserve;
+  sm["profiled"] = o.profiled_dir.empty() ? emulated : o.profiled_dir;
   sm["inputs"] = shown;
   sm["ranks"] = w->ranks.size();
   sm["events"] = w->events;
@@ -234,42 +220,27 @@ Result<RunResult> run(const RunOptions& o) {
   // ---- the views ----
   t0 = std::chrono::steady_clock::now();
   say("writing the report");
-  EMO_RETURN_IF_ERROR(write_in(tmp.path, "packs.csv", pack::packs_csv(*w, *p), &files));
-  EMO_RETURN_IF_ERROR(write_in(tmp.path, "results.csv", results_csv(res.plans), &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp, "packs.csv", pack::packs_csv(*w, *p), &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp, "results.csv", results_csv(res.plans), &files));
   for (uint32_t r = 0; r < w->ranks.size(); ++r) {
     auto text = read_text(w->graph.rank_paths[r]);
     if (!text.ok()) return text.error();
     auto ov = overlay_json(*text, w->graph.rank_paths[r], d, r);
     if (!ov.ok()) return ov.error();
     const std::string name = r == 0 ? "overlay.json" : fmt::format("overlay_rank{}.json", w->graph.rank_ids[r]);
-    EMO_RETURN_IF_ERROR(write_in(tmp.path, name, *ov, &files));
+    EMO_RETURN_IF_ERROR(write_in(tmp, name, *ov, &files));
   }
   stage_ms["views"] = ms_since(t0);
   stage_ms["total"] = ms_since(t_all);
   sm["stage_ms"] = stage_ms;
   d.summary = sm;
-  EMO_RETURN_IF_ERROR(write_in(tmp.path, "report.html", render_html(d), &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp, "report.html", render_html(d), &files));
   res.summary = {{"summary", sm}};
-  EMO_RETURN_IF_ERROR(write_in(tmp.path, "summary.json", res.summary.dump(1) + "\n", &files));
+  EMO_RETURN_IF_ERROR(write_in(tmp, "summary.json", res.summary.dump(1) + "\n", &files));
 
   // ---- put the folder in place: the old one goes only once the new one is complete ----
-  std::error_code ec;
-  const std::string old = final_dir.string() + ".old." + std::to_string(::getpid());
-  const bool had_old = fs::exists(final_dir, ec);
-  if (had_old) {
-    fs::remove_all(old, ec);
-    fs::rename(final_dir, old, ec);
-    if (ec) return make_error(final_dir.string(), "cannot move the old report aside: " + ec.message());
-  }
-  fs::rename(tmp.path, final_dir, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (had_old) fs::rename(old, final_dir, ec2);
-    return make_error(final_dir.string(), "cannot put the report in place: " + ec.message());
-  }
-  tmp.keep = true;
-  if (had_old) fs::remove_all(old, ec);
-  res.out_dir = final_dir.string();
+  EMO_RETURN_IF_ERROR(tmp.commit());
+  res.out_dir = tmp.final_path();
   res.files = files;
   return res;
 }

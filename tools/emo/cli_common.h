@@ -29,6 +29,7 @@ void add_synth(CLI::App& root, Action& action);
 void add_devices(CLI::App& root, Action& action);
 void add_model_check(CLI::App& root, Action& action);
 void add_pack(CLI::App& root, Action& action);
+void add_profile(CLI::App& root, Action& action);
 void add_optimize(CLI::App& root, Action& action);
 void add_evaluate(CLI::App& root, Action& action);
 void add_run(CLI::App& root, Action& action);

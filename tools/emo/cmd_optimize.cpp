@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "pack_setup.h"
 #include "emo/backends/backends.h"
 #include "emo/base/file_util.h"
 #include "emo/optimize/optimize.h"
@@ -15,15 +16,11 @@ namespace emo::cli {
 namespace {
 
 struct OptimizeArgs {
-  std::vector<std::string> traces;
-  std::string device = "h100";
-  std::string profile_on;
+  PackFlags flags;
+  std::string profile_on, profiled;
   std::string out, json_out;
-  int64_t step = -1;
   double max_slowdown = 0.05;
   double reserve = 0.1;
-  double min_pack = 1.0;
-  double min_pack_ms = -1;
 };
 
 nlohmann::json plan_json(const optimize::Plan& p, const optimize::Plan& base) {
@@ -43,37 +40,27 @@ void add_optimize(CLI::App& root, Action& action) {
       "the replayed step time stays within --max-slowdown of the default clock's. Packs are profiled at a "
       "few clocks on the emulated GPU of --device (or --profile-on), models are fitted, a dynamic program "
       "picks the clocks and every plan is checked by a full replay. Writes the policy (-o).");
-  sub->add_option("traces", a->traces, "trace files, one per rank")->required();
-  sub->add_option("--device", a->device, "target device: profile name (h100, a100, ...) or file")->capture_default_str();
+  a->flags.add_to(sub, "target device: profile name (h100, a100, ...) or file");
   sub->add_option("--profile-on", a->profile_on, "where to run the profiling plan (default: emulated:DEVICE)");
+  sub->add_option("--profiled", a->profiled,
+                  "fit from profiling runs recorded at the plan's clocks in DIR instead (docs/profiling.md)");
   sub->add_option("--max-slowdown", a->max_slowdown, "allowed step-time increase, e.g. 0.05 = 5 %")->capture_default_str();
   sub->add_option("--reserve", a->reserve,
                   "part of --max-slowdown kept back for model and clock-switching error (plans meet "
                   "1 + max_slowdown·(1 − reserve) in the models' replay)")
       ->capture_default_str();
-  sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
-  sub->add_option("--min-pack", a->min_pack, "packs last at least this many clock-switch latencies")->capture_default_str();
-  sub->add_option("--min-pack-ms", a->min_pack_ms, "minimum pack length in ms (overrides --min-pack)");
   sub->add_option("-o,--output", a->out, "write the policy (schema emo-policy/1) to FILE");
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
       if (a->max_slowdown < 0 || a->max_slowdown > 1)
         return fail(Error{"--max-slowdown", "must be between 0 and 1", "0.05 allows 5 % more step time"});
-      auto profile = backends::profile_of(a->device);
-      if (!profile.ok()) return fail(profile.error());
-      analysis::LoadOptions lo;
-      if (a->step >= 0) lo.step = a->step;
-      auto w = analysis::load(a->traces, lo);
-      if (!w.ok()) return fail(w.error());
-      analysis::Analysis an = analysis::analyze(*w);
-      pack::PackOptions po;
-      po.min_switch_multiple = a->min_pack;
-      if (a->min_pack_ms >= 0) po.min_pack_ns = int64_t(a->min_pack_ms * 1e6);
-      auto p = pack::make_packs(*w, an, *profile, po);
-      if (!p.ok()) return fail(p.error());
-      const std::string where = a->profile_on.empty() ? "emulated:" + profile->name : a->profile_on;
-      auto runs = backends::profile_plan(where, *w, *p);
+      auto st0 = load_and_pack(a->flags);
+      if (!st0.ok()) return fail(st0.error());
+      const auto* w = &st0->workload;
+      const auto* p = &st0->packing;
+      const auto* profile = &st0->profile;
+      auto runs = profiling_runs(*st0, a->profile_on, a->profiled);
       if (!runs.ok()) return fail(runs.error());
       auto m = pack::fit_pack_models(*w, *p, *runs, *profile);
       if (!m.ok()) return fail(m.error());

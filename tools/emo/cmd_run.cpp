@@ -36,6 +36,9 @@ void add_run(CLI::App& root, Action& action) {
   sub->add_option("--reserve", a->options.reserve,
                   "part of --max-slowdown kept back for model and clock-switching error")
       ->capture_default_str();
+  sub->add_option("--profiled", a->options.profiled_dir,
+                  "fit from profiling runs recorded at the plan's clocks in DIR (docs/profiling.md) instead of "
+                  "profiling on the emulated GPU");
   sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")

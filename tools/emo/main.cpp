@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   emo::cli::add_devices(app, action);
   emo::cli::add_model_check(app, action);
   emo::cli::add_pack(app, action);
+  emo::cli::add_profile(app, action);
   emo::cli::add_optimize(app, action);
   emo::cli::add_evaluate(app, action);
   emo::cli::add_run(app, action);

@@ -41,6 +41,39 @@ namespace emo::backends {
 Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& device_spec, const analysis::Workload& w,
                                                     const pack::Packing& packing);
 
+// ---- profiling runs on disk (docs/profiling.md) ----
+// A folder of profiling runs, one subfolder per locked clock, named "<MHz>mhz", each holding for every
+// rank R of the step "rank<R>.json" (or .json.gz; a Kineto trace with at least one complete step) and
+// "rank<R>.energy.csv" (the GPU's cumulative energy counter during the run at that clock: an optional
+// "# ..." comment line, the header "t_ns,energy_mj", rows of absolute trace-clock ns and counter mJ).
+// Hardware captures write this layout; `emo profile` writes it from the emulated GPU.
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w);
+// Runs the profiling plan on an emulated device and writes the folder (built aside, renamed when complete).
+Status write_profiled_dir(const std::string& device_spec, const analysis::Workload& w, const pack::Packing& packing,
+                          const std::string& dir);
+// The energy log format above, parsed; errors name the file and line.
+Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text, const std::string& name);
+
+// ---- fidelity of the pack models at a clock, against the emulated GPU's truth ----
+struct PackFidelityRow {
+  uint32_t pack = 0;
+  int rank = 0;
+  std::string first_name;
+  double predicted_busy_s = 0, true_busy_s = 0;
+  double predicted_energy_j = 0, true_energy_j = 0;  // the pack's window: busy and the idle inside
+};
+struct PackFidelity {
+  int clock_mhz = 0;
+  std::vector<PackFidelityRow> packs;  // packs with GPU work
+  double predicted_step_s = 0, true_step_s = 0;
+  double predicted_step_j = 0, true_step_j = 0;  // all GPUs
+};
+// Runs the step locked at `clock_mhz` on the emulated GPU and compares per pack and for the whole step.
+// The truth per pack is the exact energy over the pack's window (an ideal counter only an emulator has).
+Result<PackFidelity> pack_fidelity(const std::string& device_spec, const analysis::Workload& w,
+                                   const pack::Packing& packing, const pack::PackModels& models, int clock_mhz);
+std::string pack_fidelity_csv(const PackFidelity& f);
+
 // True behaviour of a set of per-pack clocks on the emulated GPU (averaged over `steps` steps).
 struct Measured {
   std::string name;

@@ -30,6 +30,28 @@ class AtomicFile {
   bool failed_ = false;
 };
 
+// A folder built as "DIR.tmp.<pid>" and put in place by commit(): the old DIR (if any) is replaced only
+// once the new one is complete; without commit() the temporary folder is removed.
+class AtomicDir {
+ public:
+  AtomicDir() = default;
+  AtomicDir(const AtomicDir&) = delete;
+  AtomicDir& operator=(const AtomicDir&) = delete;
+  ~AtomicDir();
+
+  // `what` names the folder in messages ("report folder").
+  Status open(const std::string& dir, const std::string& what);
+  const std::string& tmp_path() const { return tmp_; }
+  const std::string& final_path() const { return final_; }
+  // Writes `name` (may contain '/': subfolders are created) inside the temporary folder.
+  Status write(const std::string& name, std::string_view data);
+  Status commit();
+
+ private:
+  std::string final_, tmp_, what_;
+  bool done_ = false;
+};
+
 // Whole-file convenience: atomically replaces `path` ("-": stdout) with `data`.
 Status write_file_atomic(const std::string& path, std::string_view data);
 

@@ -39,6 +39,9 @@ struct RunOptions {
   double jitter = 0.004;   // run-to-run variation of each GPU op's duration (relative σ)
   uint64_t seed = 1;       // run seed (jitter, switching latencies, counter phase)
   bool energy_log = true;  // keep the counter samples
+  // Evaluation only (hardware has no such thing): the exact cumulative energy of each GPU every
+  // `probe_period_ns` (0 = none), for per-pack energy truth in fidelity reports.
+  int64_t probe_period_ns = 0;
 };
 
 using device::EnergySample;
@@ -50,6 +53,13 @@ struct RankRun {
   double energy_j = 0;                // counter delta from the run's start to its end
   int64_t gpu_busy_ns = 0;            // union of GPU op time over the run
   int clock_changes = 0;              // changes that took effect
+  // RunOptions::probe_period_ns > 0: exact energy (J) from the run's start to probe_origin_ns + k·period,
+  // k = 0, 1, ...; probe_origin_ns is on the trace's clock (baseTimeNanoseconds + ts).
+  std::vector<double> probe_j;
+  int64_t probe_origin_ns = 0;
+  int64_t probe_period_ns = 0;
+  // Exact energy from the run's start to an absolute trace-clock time (linear between probes).
+  double probe_energy_at(int64_t t_ns) const;
 };
 
 struct RunResult {

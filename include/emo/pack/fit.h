@@ -53,6 +53,15 @@ struct PackModels {
   double idle_power_w(uint32_t gpu, double clock_mhz) const;
 };
 
+// What the models predict for one pack run at clock f: its busy time (its atoms' busy time scaled by
+// their signatures' T(f)) and its energy (busy power over that time, idle power over the idle time
+// inside the pack, which stays as measured).
+struct PackCost {
+  double busy_s = 0;
+  double energy_j = 0;
+};
+PackCost predict_pack(const Packing& packing, const PackModels& models, uint32_t pack, double clock_mhz);
+
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
 // without energy samples, fewer than 2 distinct clocks.
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,

@@ -39,6 +39,9 @@ struct PackOptions {
   int64_t idle_gap_ns = 1000000;     // idle gaps at least this long are atoms of their own
   bool split_slack = true;           // cut atoms where the slack class changes
   bool split_boundness = true;       // cut atoms where the boundness changes
+  // Kernel-level: every GPU op is an atom and a pack of its own (no minimum length) — the reference
+  // that measures what packing costs in energy; signatures are then per kernel name and stream.
+  bool per_kernel = false;
   int profile_clocks = 3;            // clocks in the profiling plan
   double profile_window_s = 2.0;     // energy-counter window per profiled clock
 };

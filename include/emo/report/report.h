@@ -32,6 +32,7 @@ struct RunOptions {
   double max_slowdown = 0.05;
   double reserve = 0.1;             // part of max_slowdown kept back for model error (OptimizeOptions::reserve)
   std::string out_dir = "emo-report";
+  std::string profiled_dir;         // recorded profiling runs (docs/profiling.md); empty = profile on the emulated GPU
   int eval_steps = 5;               // steps per plan on the emulated GPU (the first is a warm-up)
   synth::Options example = example_options();
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
