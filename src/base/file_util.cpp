@@ -1,6 +1,8 @@
 // AtomicFile: temporary name + rename, so readers never see half a file.
 #include "emo/base/file_util.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,8 +85,54 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// The temporary folder to remove if a signal stops the process; empty = none. The handler only uses
+// async-signal-safe calls: fork, execv of rm, waitpid, then the default action of the signal.
+char g_cleanup_dir[4096];
+volatile sig_atomic_t g_cleanup_set = 0;
+
+void cleanup_and_reraise(int sig) {
+  if (g_cleanup_set) {
+    const pid_t child = fork();
+    if (child == 0) {
+      char rm[] = "/bin/rm", rf[] = "-rf", dashes[] = "--";
+      char* argv[] = {rm, rf, dashes, g_cleanup_dir, nullptr};
+      execv(rm, argv);
+      _exit(127);
+    }
+    if (child > 0) {
+      int status = 0;
+      waitpid(child, &status, 0);
+    }
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void watch_dir(const std::string& path) {
+  if (path.size() >= sizeof g_cleanup_dir) return;
+  g_cleanup_set = 0;
+  std::memcpy(g_cleanup_dir, path.c_str(), path.size() + 1);
+  g_cleanup_set = 1;
+  struct sigaction sa{};
+  sa.sa_handler = cleanup_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old{};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;  // a background job keeps ignoring SIGINT
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+void unwatch_dir() { g_cleanup_set = 0; }
+
+}  // namespace
+
 AtomicDir::~AtomicDir() {
   if (done_ || tmp_.empty()) return;
+  unwatch_dir();
   std::error_code ec;
   std::filesystem::remove_all(tmp_, ec);
 }
@@ -104,6 +152,7 @@ Status AtomicDir::open(const std::string& dir, const std::string& what) {
     tmp_.clear();
     return make_error(final_ + ".tmp.*", "cannot create the " + what + ": " + why);
   }
+  watch_dir(tmp_);
   return {};
 }
 
@@ -127,6 +176,7 @@ Status AtomicDir::commit() {
     if (ec) return make_error(final_, "cannot move the old " + what_ + " aside: " + ec.message());
   }
   fs::rename(tmp_, final_, ec);
+  if (!ec) unwatch_dir();
   if (ec) {
     std::error_code ec2;
     if (had_old) fs::rename(old, final_, ec2);

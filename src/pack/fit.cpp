@@ -17,6 +17,12 @@ double PackModels::time_ratio(uint32_t sig, double f) const {
   return s.unit.time.time_s(f) / s.ref_time_s;
 }
 
+double PackModels::op_time_ratio(uint32_t sig, uint32_t pos, double f) const {
+  const SignatureModel& s = signatures[sig];
+  if (pos >= s.op_ref_s.size() || s.op_ref_s[pos] <= 0) return time_ratio(sig, f);
+  return s.op_time[pos].time_s(f) / s.op_ref_s[pos];
+}
+
 double PackModels::busy_power_w(uint32_t sig, uint32_t gpu, double f) const {
   const SignatureModel& s = signatures[sig];
   const model::Prediction pr = model::predict(s.unit, f);
@@ -76,6 +82,13 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   const size_t n_gpu = packing.gpus.size();
   // Per signature and run: the sum of its members' op durations (s).
   std::vector<std::vector<double>> sig_time(n_sig, std::vector<double>(runs.size(), 0));
+  // Per signature, op position and run: the sum of that op's durations over the members (s).
+  std::vector<std::vector<std::vector<double>>> pos_time(n_sig);
+  for (size_t s = 0; s < n_sig; ++s)
+    pos_time[s].assign(packing.signatures[s].ops, std::vector<double>(runs.size(), 0));
+  // Per op of the base step: its position within its atom.
+  std::vector<std::vector<uint32_t>> op_pos(n_gpu);
+  for (size_t gi = 0; gi < n_gpu; ++gi) op_pos[gi].assign(packing.gpus[gi].ops.size(), 0);
   // Per GPU and run: measured step time and energy.
   std::vector<std::vector<double>> step_s(n_gpu, std::vector<double>(runs.size(), 0));
   std::vector<std::vector<double>> step_j(n_gpu, std::vector<double>(runs.size(), 0));
@@ -83,7 +96,10 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   std::vector<std::vector<uint32_t>> op_sig(n_gpu);
   for (size_t gi = 0; gi < n_gpu; ++gi) op_sig[gi].assign(packing.gpus[gi].ops.size(), 0);
   for (const Atom& a : packing.atoms) {
-    for (uint32_t i = a.first; i <= a.last && a.first <= a.last; ++i) op_sig[a.gpu][i] = a.signature;
+    for (uint32_t i = a.first; i <= a.last && a.first <= a.last; ++i) {
+      op_sig[a.gpu][i] = a.signature;
+      op_pos[a.gpu][i] = i - a.first;
+    }
   }
 
   for (size_t ri = 0; ri < runs.size(); ++ri) {
@@ -144,7 +160,10 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
                             "profile the same step of the same program");
         }
         // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
-        sig_time[op_sig[r][i]][ri] += double(it->second.second - it->second.first) * 1e-9;
+        const double d = double(it->second.second - it->second.first) * 1e-9;
+        sig_time[op_sig[r][i]][ri] += d;
+        auto& pt = pos_time[op_sig[r][i]];
+        if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;
       }
       // Energy per step: the counter's mean power over the run × the step time.
       const auto& log = run.energy.size() > r ? run.energy[r] : std::vector<device::EnergySample>{};
@@ -178,6 +197,24 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     sm.ref_time_s = t_ref;
     sm.compute_share = share;
     sm.fitted = true;
+    const size_t n_pos = pos_time[s].size();
+    sm.op_time.assign(n_pos, model::TimeModel{});
+    sm.op_ref_s.assign(n_pos, 0.0);
+    if (n_pos < 2) continue;  // one op: the signature's model is the op's
+    for (size_t j = 0; j < n_pos; ++j) {
+      std::vector<model::Point> op_pts;
+      for (size_t ri = 0; ri < runs.size(); ++ri) {
+        const double t = pos_time[s][j][ri];
+        if (t > 0) op_pts.push_back({double(runs[ri].clock_mhz), t, t * 100});
+      }
+      if (op_pts.size() < 2) continue;
+      auto om = model::fit_time_model(op_pts, profile);
+      if (!om) continue;
+      const double r = om->time_s(fmax);
+      if (!(r > 0)) continue;
+      sm.op_time[j] = *om;
+      sm.op_ref_s[j] = r;
+    }
   }
 
   // ---- per-GPU correction of static and dynamic power from the measured step energies ----

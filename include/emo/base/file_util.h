@@ -31,7 +31,9 @@ class AtomicFile {
 };
 
 // A folder built as "DIR.tmp.<pid>" and put in place by commit(): the old DIR (if any) is replaced only
-// once the new one is complete; without commit() the temporary folder is removed.
+// once the new one is complete; without commit() the temporary folder is removed — also when the
+// process is stopped by SIGINT or SIGTERM meanwhile (the handler removes it, then the signal takes its
+// default course). One such folder at a time per process.
 class AtomicDir {
  public:
   AtomicDir() = default;

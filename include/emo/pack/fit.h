@@ -29,6 +29,11 @@ struct SignatureModel {
   double ref_time_s = 0;   // T at the reference (max) clock, from the fit
   double compute_share = 0;
   bool fitted = false;     // false: not profiled, prior used (idle signature, too few points)
+  // Per op position within a member: T(f) of that op summed over the members. The traces time every
+  // kernel anyway, so this costs no profiling; a signature that mixes compute- and memory-bound ops is
+  // not one roofline, and the critical path may run through only some of its ops.
+  std::vector<model::TimeModel> op_time;
+  std::vector<double> op_ref_s;  // 0: not fitted (the signature's ratio is used)
 };
 
 struct GpuCorrection {
@@ -48,6 +53,8 @@ struct PackModels {
 
   // Duration of the signature's work at f relative to the reference clock.
   double time_ratio(uint32_t sig, double clock_mhz) const;
+  // The same for the op at `pos` within a member of the signature (falls back to time_ratio).
+  double op_time_ratio(uint32_t sig, uint32_t pos, double clock_mhz) const;
   // Busy power of the signature's work on a GPU at f (corrected).
   double busy_power_w(uint32_t sig, uint32_t gpu, double clock_mhz) const;
   double idle_power_w(uint32_t gpu, double clock_mhz) const;

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `emo run`: exit codes and outputs. A good run writes the whole report folder and keeps the policy
+# within --max-slowdown; bad input exits 1 with `error:` on stderr and leaves no report folder (nor a
+# half-built DIR.tmp.*) behind, and a failed run keeps the folder of an earlier one intact; --help
+# exits 0; a run killed half-way leaves no folder that looks complete.
+# usage: run_test.sh EMO_BINARY [SHARED_DIR]
+set -u
+emo=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect CODE DESCRIPTION -- COMMAND...
+expect() {
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err" | head -5; return 1
+  fi
+  if [ "$want" -eq 1 ] && ! grep -q '^error: ' "$tmp/err"; then
+    fail "$what: no line starting with 'error:' on stderr"; sed 's/^/  | /' "$tmp/err" | head -5; return 1
+  fi
+  pass=$((pass + 1))
+}
+
+# no_folder DIR WHAT: neither DIR nor a DIR.tmp.* leftover exists.
+no_folder() {
+  if [ -e "$1" ]; then fail "$2: $1 was left behind"; fi
+  if compgen -G "$1.tmp.*" >/dev/null; then fail "$2: $(compgen -G "$1.tmp.*" | head -1) was left behind"; fi
+}
+
+# ---- --help ----
+expect 0 "run --help" -- "$emo" run --help && { grep -q -- '--max-slowdown' "$tmp/out" || fail "run --help does not mention --max-slowdown"; }
+
+# ---- a good run on a tiny synthetic step ----
+"$emo" synth train-dp --ranks 2 --layers 2 -o "$tmp/in" >/dev/null || fail "synth train-dp"
+rep=$tmp/rep
+if expect 0 "run on train-dp, 2 ranks" -- "$emo" run "$tmp"/in/train-dp_rank*.json --device h100 --max-slowdown 0.05 -o "$rep"; then
+  for f in summary.json results.csv packs.csv policy.json report.html overlay.json overlay_rank1.json; do
+    [ -s "$rep/$f" ] || fail "good run: $f missing or empty"
+  done
+  compgen -G "$rep.tmp.*" >/dev/null && fail "good run: a $rep.tmp.* folder is left behind"
+  grep -q "report written to $rep/" "$tmp/out" || fail "good run: no 'report written to' line"
+  python3 - "$rep" 0.05 <<'PY' || fails=$((fails + 1))
+import csv, json, os, sys
+rep, limit = sys.argv[1], float(sys.argv[2])
+s = json.load(open(os.path.join(rep, "summary.json")))["summary"]
+need = ["device", "evaluated_on", "max_slowdown", "inputs", "ranks", "step_time_us", "energy_j", "predicted",
+        "policy", "baselines", "packs", "signatures", "profiling_reduction", "critical_path", "stage_ms"]
+missing = [k for k in need if k not in s]
+assert not missing, f"FAIL: summary.json lacks {missing}"
+assert s["device"] == "h100" and s["evaluated_on"] == "emulated:h100" and s["ranks"] == 2, s
+assert s["max_slowdown"] == limit, s["max_slowdown"]
+assert s["policy"]["slowdown_pct"] <= 100 * limit, f"FAIL: policy slowdown {s['policy']['slowdown_pct']} % > {100 * limit} %"
+assert s["policy"]["saving_pct"] > 0, f"FAIL: policy saves nothing: {s['policy']}"
+assert set(s["baselines"]) == {"static_clock", "slack_only", "per_phase"}, s["baselines"]
+rows = {r["name"]: r for r in csv.DictReader(open(os.path.join(rep, "results.csv")))}
+assert set(rows) == {"default", "policy", "static_clock", "slack_only", "per_phase"}, list(rows)
+assert float(rows["policy"]["slowdown_pct"]) <= 100 * limit, rows["policy"]
+assert abs(float(rows["policy"]["true_time_us"]) - s["step_time_us"]["policy"]) < 1e-2, (rows["policy"], s["step_time_us"])
+packs = list(csv.DictReader(open(os.path.join(rep, "packs.csv"))))
+assert packs and list(packs[0]) == ["rank", "begin_us", "end_us", "busy_us", "slack_class", "boundness",
+                                    "first_op", "last_op", "signature"], packs[:1]
+assert len(packs) == s["packs"], (len(packs), s["packs"])
+pol = json.load(open(os.path.join(rep, "policy.json")))
+assert pol["schema"] == "emo-policy/1" and pol["device"] == "h100" and pol["max_slowdown"] == limit, pol.get("schema")
+for name in ("overlay.json", "overlay_rank1.json"):
+    ev = json.load(open(os.path.join(rep, name)))["traceEvents"]
+    assert any(e.get("cat") == "emo_pack" for e in ev), f"FAIL: {name} has no pack spans"
+    assert any(e.get("ph") == "C" and e.get("name") == "SM clock (MHz)" for e in ev), f"FAIL: {name} has no clock track"
+html = open(os.path.join(rep, "report.html")).read()
+for chart in ("chart-tradeoff", "chart-timeline", "chart-critical-path", "chart-slack", "chart-profiling"):
+    assert f'id="{chart}"' in html, f"FAIL: report.html lacks {chart}"
+PY
+  cp "$rep/summary.json" "$tmp/summary.before"
+fi
+
+# ---- bad input: exit 1, `error:`, no folder ----
+printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,' >"$tmp/truncated.json"
+echo 'this is not json' >"$tmp/notjson.json"
+: >"$tmp/afile"
+expect 1 "missing trace file" -- "$emo" run "$tmp/does-not-exist.json" -o "$tmp/r1"; no_folder "$tmp/r1" "missing trace file"
+expect 1 "truncated trace" -- "$emo" run "$tmp/truncated.json" -o "$tmp/r2"; no_folder "$tmp/r2" "truncated trace"
+expect 1 "non-JSON trace" -- "$emo" run "$tmp/notjson.json" -o "$tmp/r3"; no_folder "$tmp/r3" "non-JSON trace"
+expect 1 "unknown device" -- "$emo" run "$tmp"/in/train-dp_rank*.json --device no-such-gpu -o "$tmp/r4"; no_folder "$tmp/r4" "unknown device"
+expect 1 "--max-slowdown -1" -- "$emo" run "$tmp"/in/train-dp_rank*.json --max-slowdown -1 -o "$tmp/r5"; no_folder "$tmp/r5" "--max-slowdown -1"
+expect 1 "--max-slowdown 2" -- "$emo" run "$tmp"/in/train-dp_rank*.json --max-slowdown 2 -o "$tmp/r6"; no_folder "$tmp/r6" "--max-slowdown 2"
+expect 1 "output under a regular file" -- "$emo" run "$tmp"/in/train-dp_rank*.json -o "$tmp/afile/rep"; no_folder "$tmp/afile/rep" "output under a regular file"
+[ -f "$tmp/afile" ] && [ ! -s "$tmp/afile" ] || fail "output under a regular file: the file was changed"
+# A failed run into the folder of an earlier one keeps that folder as it was.
+if [ -f "$tmp/summary.before" ]; then
+  expect 1 "failed run over an existing report" -- "$emo" run "$tmp/notjson.json" -o "$rep"
+  cmp -s "$rep/summary.json" "$tmp/summary.before" || fail "failed run over an existing report: the old report was changed"
+  compgen -G "$rep.tmp.*" >/dev/null && fail "failed run over an existing report: a $rep.tmp.* folder is left behind"
+fi
+
+# ---- interrupted run: SIGTERM a second into a bigger step ----
+# The built-in example (emo synth train-pp --ranks 4, synthesized by the run itself) takes a few
+# seconds in a Release build, so a second in it is mid-way. SIGTERM, not SIGINT: a background job of a
+# non-interactive shell starts with SIGINT ignored.
+"$emo" run -o "$tmp/int" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 50); do [ -d "$tmp/int.tmp.$pid" ] && break; sleep 0.1; done
+sleep 1
+if kill -0 "$pid" 2>/dev/null; then
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 143 ] || fail "interrupted run: exit $rc, want 143 (killed by SIGTERM)"
+  [ -e "$tmp/int/summary.json" ] && fail "interrupted run: $tmp/int/summary.json exists"
+  [ -e "$tmp/int" ] && fail "interrupted run: $tmp/int exists"
+  # The signal handler removes the half-built folder before the signal ends the process.
+  for d in "$tmp"/int.tmp.*; do
+    [ -e "$d" ] && fail "interrupted run left $(basename "$d") behind"
+  done
+  pass=$((pass + 1))
+else
+  wait "$pid"
+  fail "interrupted run: the run ended before it could be interrupted (make the input bigger)"
+fi
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
