@@ -71,13 +71,27 @@ void scatter(std::string& h, const ReportData& d) {
                        "<text x=\"{0:.1f}\" y=\"{3}\" class=\"tick\" text-anchor=\"middle\">time limit</text>\n",
                        X(limit), top, H - bottom, top - 6);
   }
+  // Labels: plans at (nearly) the same point share one label line, so names never print over each other.
+  std::vector<std::pair<double, double>> placed;  // label anchors already used
   for (size_t i = 0; i < d.plans.size(); ++i) {
     const PlanRow& r = d.plans[i];
     const char* color = r.name == "default" ? "#555" : r.name == "policy" ? "#d62728" : kPalette[i % 8];
+    const double cx = X(r.true_time_us), cy = Y(r.true_energy_j);
+    double ly = cy - 6;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const auto& [px, py] : placed) {
+        if (std::abs(px - (cx + 9)) < 90 && std::abs(py - ly) < 12) {
+          ly = py - 13;
+          moved = true;
+        }
+      }
+    }
+    placed.emplace_back(cx + 9, ly);
     h += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}: {:.3f} ms, {:.4f} J</title></circle>"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"lbl\">{}</text>\n",
-                     X(r.true_time_us), Y(r.true_energy_j), r.name == "policy" ? 7 : 5, color, esc(r.name),
-                     r.true_time_us / 1e3, r.true_energy_j, X(r.true_time_us) + 9, Y(r.true_energy_j) - 6 - double(i % 3) * 10, esc(r.name));
+                     "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"lbl\" fill=\"{}\">{}</text>\n",
+                     cx, cy, r.name == "policy" ? 7 : 5, color, esc(r.name), r.true_time_us / 1e3, r.true_energy_j,
+                     cx + 9, ly, color, esc(r.name));
   }
   h += "</svg>\n";
 }
@@ -140,6 +154,7 @@ void breakdown(std::string& h, const ReportData& d) {
   double x = kLeft;
   size_t k = 0;
   for (const auto& part : cp.breakdown) {
+    if (part.ns <= 0) continue;  // categories the path does not touch get no legend entry
     const double w = total > 0 ? double(part.ns) / total * (kW - kLeft - kRight) : 0;
     const char* color = kPalette[k % 8];
     if (w > 0)
@@ -250,7 +265,11 @@ std::string render_html(const ReportData& d) {
   row("profiled clocks (MHz)", fmt::format("{}", fmt::join(d.packing->plan_clocks_mhz, ", ")));
   row("policy from", s.value("policy_from", ""));
   if (s.contains("stage_ms") && s["stage_ms"].is_object()) {
-    for (const auto& [k, v] : s["stage_ms"].items()) row("stage " + k, fmt::format("{:.1f} ms", v.get<double>()));
+    // In pipeline order (the summary's keys are sorted by name).
+    for (const char* k : {"synth", "analyze", "pack", "profile", "fit", "optimize", "evaluate", "views", "total"}) {
+      if (auto it = s["stage_ms"].find(k); it != s["stage_ms"].end() && it->is_number())
+        row(std::string("stage ") + k, fmt::format("{:.1f} ms", it->get<double>()));
+    }
   }
   h += "</table>\n</body></html>\n";
   return h;
