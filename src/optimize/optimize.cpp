@@ -2,6 +2,8 @@
 // the baselines and the exhaustive oracle. See emo/optimize/optimize.h.
 #include "emo/optimize/optimize.h"
 
+#include "internal.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,24 +15,19 @@ namespace emo::optimize {
 
 using graph::NodeId;
 
-namespace {
+namespace detail {
 
-// Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
-struct Prepared {
-  std::vector<std::vector<uint32_t>> op_pack, op_sig;
-  std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
-  std::vector<int64_t> pack_idle_ns;              // idle inside each pack at the reference clock
-  std::vector<int> clocks;
-};
 
 Prepared prepare(const Problem& pr) {
   const pack::Packing& p = *pr.packing;
   Prepared x;
   x.op_pack.resize(p.gpus.size());
   x.op_sig.resize(p.gpus.size());
+  x.op_pos.resize(p.gpus.size());
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     x.op_pack[gi].assign(p.gpus[gi].ops.size(), 0);
     x.op_sig[gi].assign(p.gpus[gi].ops.size(), 0);
+    x.op_pos[gi].assign(p.gpus[gi].ops.size(), 0);
   }
   x.pack_atoms.resize(p.packs.size());
   x.pack_idle_ns.resize(p.packs.size());
@@ -43,6 +40,7 @@ Prepared prepare(const Problem& pr) {
       for (uint32_t i = at.first; i <= at.last; ++i) {
         x.op_pack[at.gpu][i] = k;
         x.op_sig[at.gpu][i] = at.signature;
+        x.op_pos[at.gpu][i] = i - at.first;
       }
     }
     x.pack_idle_ns[k] = std::max<int64_t>(0, (pk.end_ns - pk.begin_ns) - pk.busy_ns);
@@ -60,19 +58,9 @@ Prepared prepare(const Problem& pr) {
 }
 
 // Busy time and energy of one pack at clock f (its idle inside included, at f).
-std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f) {
-  const pack::Packing& p = *pr.packing;
-  const pack::PackModels& m = *pr.models;
-  double busy_s = 0, e = 0;
-  const uint32_t gi = p.packs[k].gpu;
-  for (uint32_t a : x.pack_atoms[k]) {
-    const pack::Atom& at = p.atoms[a];
-    const double t = double(at.busy_ns) * 1e-9 * m.time_ratio(at.signature, f);
-    busy_s += t;
-    e += t * m.busy_power_w(at.signature, gi, f);
-  }
-  e += double(x.pack_idle_ns[k]) * 1e-9 * m.idle_power_w(gi, f);
-  return {busy_s, e};
+std::pair<double, double> pack_cost(const Problem& pr, const Prepared&, uint32_t k, double f) {
+  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
+  return {c.busy_s, c.energy_j};
 }
 
 // Extra power while a pack runs at the higher of two clocks instead of the one it was given.
@@ -85,7 +73,7 @@ double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from
 }
 
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
-                      replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr) {
+                      replay::Timeline* tl_out, std::vector<int64_t>* dur_out) {
   const graph::Graph& g = pr.workload->graph;
   const pack::Packing& p = *pr.packing;
   const pack::PackModels& m = *pr.models;
@@ -95,7 +83,7 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
     for (size_t i = 0; i < ops.size(); ++i) {
       const NodeId n = ops[i];
       if (dur[n] <= 0) continue;
-      const double r = m.time_ratio(x.op_sig[gi][i], clocks[x.op_pack[gi][i]]);
+      const double r = m.op_time_ratio(x.op_sig[gi][i], x.op_pos[gi][i], clocks[x.op_pack[gi][i]]);
       dur[n] = std::llround(double(dur[n]) * r);
     }
   }
@@ -140,7 +128,9 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   return plan;
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name) {
   Prepared x = prepare(problem);
@@ -202,6 +192,91 @@ std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t
   return out;
 }
 
+namespace {
+
+// The DP of one GPU's packs with the clock-switch energy between consecutive packs: state (budget
+// bucket, option of the previous pack). `sw_v[i]` (i ≥ 1) is pack i's switching energy curve: switching
+// between options a and b before pack i costs |sw_v[i][a] − sw_v[i][b]| (busy power rising with the
+// clock makes the higher-minus-lower power difference an L1 distance), so the minimum over the previous
+// option is a distance transform, O(options) per bucket. The wrap from the last pack to the first is left
+// to the replay and the polish. Every pack has the same number of options.
+std::vector<int> solve_dp_switching(const std::vector<std::vector<Option>>& packs,
+                                    const std::vector<std::vector<double>>& sw_v, int64_t budget_ns, int buckets) {
+  const size_t m = packs.size();
+  if (m == 0) return {};
+  const size_t C = packs[0].size();
+  const int K = std::max(1, buckets);
+  const size_t K1 = size_t(K) + 1;
+  const double unit = budget_ns > 0 ? double(budget_ns) / K : 1.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto bucket = [&](int64_t c) { return c <= 0 ? 0 : (budget_ns <= 0 ? K + 1 : int(std::ceil(double(c) / unit - 1e-9))); };
+  std::vector<double> dp(K1 * C, inf), nx(K1 * C), tr(K1 * C);
+  std::vector<uint16_t> arg(K1 * C);
+  std::vector<uint16_t> choice(m * K1 * C, 0);  // previous option
+  for (size_t o = 0; o < C; ++o) {
+    const int b = bucket(packs[0][o].cost_ns);
+    for (int k = b; k <= K; ++k) dp[size_t(k) * C + o] = packs[0][o].energy_j;
+  }
+  // Options sorted by the switching curve, for the transform.
+  std::vector<uint16_t> order(C);
+  for (size_t i = 1; i < m; ++i) {
+    const auto& v = sw_v[i];
+    for (size_t o = 0; o < C; ++o) order[o] = uint16_t(o);
+    std::sort(order.begin(), order.end(), [&](uint16_t a, uint16_t b) { return v[a] < v[b]; });
+    std::vector<int> b(C);
+    for (size_t o = 0; o < C; ++o) b[o] = bucket(packs[i][o].cost_ns);
+    std::fill(nx.begin(), nx.end(), inf);
+    // tr over the previous budget kk: min_a dp[kk][a] + |v[a] − v[o]| (dp is "at most kk buckets", so
+    // non-increasing in kk and so is tr); then nx[k][o] = tr[k − b_o][o] + e_o.
+    for (size_t kk = 0; kk < K1; ++kk) {
+      const double* d = &dp[kk * C];
+      double* t = &tr[kk * C];
+      uint16_t* a = &arg[kk * C];
+      for (size_t j = 0; j < C; ++j) {
+        const uint16_t o = order[j];
+        t[o] = d[o];
+        a[o] = o;
+        if (j > 0) {
+          const uint16_t q = order[j - 1];
+          const double via = t[q] + (v[o] - v[q]);
+          if (via < t[o]) t[o] = via, a[o] = a[q];
+        }
+      }
+      for (size_t j = C - 1; j-- > 0;) {
+        const uint16_t o = order[j], q = order[j + 1];
+        const double via = t[q] + (v[q] - v[o]);
+        if (via < t[o]) t[o] = via, a[o] = a[q];
+      }
+    }
+    for (size_t o = 0; o < C; ++o) {
+      if (b[o] > K) continue;
+      for (size_t k = size_t(b[o]); k < K1; ++k) {
+        const size_t kk = k - size_t(b[o]);
+        nx[k * C + o] = tr[kk * C + o] + packs[i][o].energy_j;
+        choice[(i * K1 + k) * C + o] = arg[kk * C + o];
+      }
+    }
+    std::swap(dp, nx);
+  }
+  // Walk back from the full budget.
+  std::vector<int> out(m, 0);
+  size_t o = 0;
+  for (size_t c = 1; c < C; ++c) {
+    if (dp[size_t(K) * C + c] < dp[size_t(K) * C + o]) o = c;
+  }
+  size_t k = size_t(K);
+  for (size_t i = m; i-- > 0;) {
+    out[i] = int(o);
+    if (i == 0) break;
+    const size_t prev = choice[(i * K1 + k) * C + o];
+    k -= std::min(k, size_t(bucket(packs[i][o].cost_ns)));
+    o = prev;
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.max_slowdown < 0) return make_error("--max-slowdown", "must not be negative");
@@ -260,15 +335,37 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   // Per GPU DP with budget B; search B so that the replayed plan meets the target.
   std::vector<std::vector<uint32_t>> gpu_packs(p.gpus.size());
   for (uint32_t k = 0; k < P; ++k) gpu_packs[p.packs[k].gpu].push_back(k);
-  auto plan_for = [&](int64_t budget) {
+  // Clock-switch energy curves (see solve_dp_switching): the DP counts switches where its table fits.
+  const double spread_s =
+      std::max(0.0, pr.models->profile.switch_latency_p99_ms.value - pr.models->profile.switch_latency_median_ms.value) * 1e-3;
+  std::vector<std::vector<double>> sw_v(P, std::vector<double>(x.clocks.size(), 0.0));
+  for (uint32_t k = 0; k < P; ++k) {
+    if (x.pack_atoms[k].empty()) continue;
+    const pack::Atom& at = p.atoms[x.pack_atoms[k].front()];
+    for (size_t c = 0; c < x.clocks.size(); ++c)
+      sw_v[k][c] = spread_s * pr.models->busy_power_w(at.signature, at.gpu, x.clocks[c]);
+  }
+  auto solve_gpu = [&](size_t gi, int64_t budget) {
+    const auto& ks = gpu_packs[gi];
+    std::vector<std::vector<Option>> sub;
+    std::vector<std::vector<double>> sub_v;
+    for (uint32_t k : ks) sub.push_back(options[k]), sub_v.push_back(sw_v[k]);
+    const double table = double(ks.size()) * double(std::max(1, opt.budget_buckets) + 1) * double(x.clocks.size());
+    return spread_s > 0 && table <= 2e7 ? solve_dp_switching(sub, sub_v, budget, opt.budget_buckets)
+                                        : solve_dp(sub, budget, opt.budget_buckets);
+  };
+  // Per GPU, the DP's choice at a budget (a share of the step's `full` budget).
+  std::vector<std::vector<int>> gpu_choice(p.gpus.size());
+  auto assemble = [&] {
     std::vector<int> clocks(P, pr.default_clock_mhz);
-    for (const auto& ks : gpu_packs) {
-      std::vector<std::vector<Option>> sub;
-      for (uint32_t k : ks) sub.push_back(options[k]);
-      std::vector<int> ch = solve_dp(sub, budget, opt.budget_buckets);
-      for (size_t j = 0; j < ks.size(); ++j) clocks[ks[j]] = x.clocks[size_t(ch[j])];
+    for (size_t gi = 0; gi < gpu_packs.size(); ++gi) {
+      for (size_t j = 0; j < gpu_packs[gi].size(); ++j) clocks[gpu_packs[gi][j]] = x.clocks[size_t(gpu_choice[gi][j])];
     }
     return check(predict_prepared(pr, x, std::move(clocks), "policy"));
+  };
+  auto plan_for = [&](int64_t budget) {
+    for (size_t gi = 0; gi < gpu_packs.size(); ++gi) gpu_choice[gi] = solve_gpu(gi, budget);
+    return assemble();
   };
   const int64_t full = s.plan_target_ns - s.default_plan.time_ns;
   Plan best = s.default_plan;
@@ -290,27 +387,54 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
       hi = mid;
     }
   }
+  // Several GPUs: one budget for all overcommits where their delays add up along the step (a pipeline)
+  // and undercommits where they overlap; search each GPU's share with the others fixed.
+  if (gpu_packs.size() >= 2 && P <= 4096 && full > 0) {
+    std::vector<double> share(gpu_packs.size(), lo);
+    for (size_t gi = 0; gi < gpu_packs.size(); ++gi) gpu_choice[gi] = solve_gpu(gi, int64_t(double(full) * lo));
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t gi = 0; gi < gpu_packs.size(); ++gi) {
+        const std::vector<int> keep = gpu_choice[gi];
+        double best_share = share[gi];
+        std::vector<int> best_choice = keep;
+        for (double f : {0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0}) {
+          if (f == share[gi]) continue;
+          gpu_choice[gi] = solve_gpu(gi, int64_t(double(full) * f));
+          Plan pl = assemble();
+          if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
+            best = pl;
+            best_share = f;
+            best_choice = gpu_choice[gi];
+          }
+        }
+        share[gi] = best_share;
+        gpu_choice[gi] = best_choice;
+      }
+    }
+  }
   // Polish by replay: one pack at a time, any clock that lowers the energy and keeps the target
   // (closes most of what the DP's slack approximation leaves; bounded by `polish_replays`).
-  {
-    int left = opt.polish_replays;
-    bool improved = true;
-    while (improved && left > 0) {
+  int polish_left = opt.polish_replays;
+  auto polish_single = [&] {
+    bool any = false, improved = true;
+    while (improved && polish_left > 0) {
       improved = false;
-      for (uint32_t k = 0; k < P && left > 0; ++k) {
+      for (uint32_t k = 0; k < P && polish_left > 0; ++k) {
         for (int c : x.clocks) {
-          if (c == best.pack_clock_mhz[k] || left-- <= 0) continue;
+          if (c == best.pack_clock_mhz[k] || polish_left-- <= 0) continue;
           std::vector<int> trial = best.pack_clock_mhz;
           trial[k] = c;
           Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
           if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
             best = pl;
-            improved = true;
+            improved = any = true;
           }
         }
       }
     }
-  }
+    return any;
+  };
+  polish_single();
   // Small cases: also two packs at once (one faster, one slower trades time between them).
   const double pair_replays = double(P) * double(P - 1) / 2 * double(x.clocks.size()) * double(x.clocks.size());
   if (P <= 12 && pair_replays <= 20000) {
@@ -334,6 +458,64 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
           }
         }
       }
+    }
+  }
+  // Blocks: a run of consecutive packs of one GPU (wrapping from its last pack to its first) moved to
+  // one clock together. Clock switches make a single slower pack cost more than it saves where a slower
+  // run of packs pays; cases of up to 64 packs, bounded by `block_replays`.
+  if (P <= 64) {
+    int left = opt.block_replays;
+    bool improved = true;
+    while (improved && left > 0) {
+      improved = false;
+      for (const auto& ks : gpu_packs) {
+        const size_t m = ks.size();
+        for (size_t len = 2; len < m && left > 0; ++len) {
+          for (size_t i = 0; i < m && left > 0; ++i) {
+            for (int c : x.clocks) {
+              std::vector<int> trial = best.pack_clock_mhz;
+              bool changed = false;
+              for (size_t j = 0; j < len; ++j) {
+                int& t = trial[ks[(i + j) % m]];
+                changed = changed || t != c;
+                t = c;
+              }
+              if (!changed || left-- <= 0) continue;
+              Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+              if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
+                best = pl;
+                improved = true;
+              }
+            }
+          }
+        }
+      }
+      // Shift a run of equal clocks (of about the same length) elsewhere on its GPU, what was under it
+      // taking the clock before it: where a slower stretch pays depends on the other GPUs.
+      for (const auto& ks : gpu_packs) {
+        const size_t m = ks.size();
+        for (size_t i = 0; i < m && left > 0; ++i) {
+          const int a = best.pack_clock_mhz[ks[i]], before = best.pack_clock_mhz[ks[(i + m - 1) % m]];
+          if (a == before) continue;  // runs start where the clock changes
+          size_t len = 1;
+          while (len < m && best.pack_clock_mhz[ks[(i + len) % m]] == a) ++len;
+          for (size_t shift = 1; shift < m && left > 0; ++shift) {
+            for (size_t len2 : {len - 1, len, len + 1}) {
+              if (len2 == 0 || len2 >= m || left-- <= 0) continue;
+              std::vector<int> trial = best.pack_clock_mhz;
+              for (size_t j = 0; j < len; ++j) trial[ks[(i + j) % m]] = before;
+              for (size_t j = 0; j < len2; ++j) trial[ks[(i + shift + j) % m]] = a;
+              if (trial == best.pack_clock_mhz) continue;
+              Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+              if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
+                best = pl;
+                improved = true;
+              }
+            }
+          }
+        }
+      }
+      if (improved) polish_single();
     }
   }
   s.policy = best;

@@ -1,0 +1,32 @@
+// Shared by the optimizer and the MILP oracle (not a public header): per-op pack and signature, the
+// pack cost model and the full-replay prediction, so both price a plan with exactly the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "emo/optimize/optimize.h"
+#include "emo/replay/replay.h"
+
+namespace emo::optimize::detail {
+
+// Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
+struct Prepared {
+  std::vector<std::vector<uint32_t>> op_pack, op_sig, op_pos;  // per GPU op: pack, signature, position in its atom
+  std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
+  std::vector<int64_t> pack_idle_ns;              // idle inside each pack at the reference clock
+  std::vector<int> clocks;
+};
+
+Prepared prepare(const Problem& pr);
+// Busy time (s) and energy (J) of one pack at clock f (its idle inside included, at f).
+std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f);
+// Extra power while a pack runs at the higher of two clocks instead of the one it was given.
+double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from, int to);
+// One full replay of a plan: makespan and energy (packs, idle at the default clock, clock switches).
+Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
+                      replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);
+
+}  // namespace emo::optimize::detail
