@@ -5,7 +5,9 @@
    profiled units vs per-kernel units.
 2. `emo optimize` + `emo evaluate` on `emo synth` workloads on emulated GPUs at several slowdown targets:
    true energy saved and true slowdown of the policy and of every baseline.
-usage: scripts/pack_and_savings.py [--emo build/tools/emo/emo] [--shared ../shared] [--quick]
+3. The same on real traces of ../shared/traces (REAL below: one step of each, emulated at its clocks).
+usage: scripts/pack_and_savings.py [--emo build/tools/emo/emo] [--shared ../shared] [--quick] [--real [--no-synth]]
+       [--devices a100,h100,h200]
 """
 import argparse
 import glob
@@ -21,6 +23,14 @@ FAMILIES = [("train-dp", ["--ranks", "2", "--layers", "24"]),
             ("train-tp", ["--ranks", "2", "--layers", "24"]),
             ("infer-decode", ["--ranks", "1", "--layers", "24", "--decode-tokens", "64"]),
             ("dataloader", ["--ranks", "2"])]
+
+
+# Real traces for the savings table (paths under ../shared/traces; a list = the ranks of one job).
+REAL = [("dlrm 8 ranks (param)", ["param/et_replay/tests/inputs/extracted/dlrm_kineto/worker*_step_12.*.json"]),
+        ("resnet50 (kineto)", ["kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz"]),
+        ("nccl_data (hta)", ["hta/tests/data/nccl_parser_config/nccl_data.json.gz"]),
+        ("timesformer (tracelens h100)",
+         ["tracelens/tests/traces/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz"])]
 
 
 def run(cmd):
@@ -44,6 +54,9 @@ def main():
     ap.add_argument("--emo", default="build/tools/emo/emo")
     ap.add_argument("--shared", default="../shared")
     ap.add_argument("--quick", action="store_true", help="one device, two targets")
+    ap.add_argument("--real", action="store_true", help="also the real traces in REAL (slow: minutes each)")
+    ap.add_argument("--devices", help="comma-separated devices for the savings table (default a100,h100,h200)")
+    ap.add_argument("--no-synth", action="store_true", help="savings table: real traces only")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="emo_tables_")
     synth = {}
@@ -69,30 +82,37 @@ def main():
         print(f"\n(skipped the real traces: {root} is absent)")
 
     devices = ["h100"] if a.quick else ["a100", "h100", "h200"]
+    if a.devices:
+        devices = a.devices.split(",")
     deltas = [0.02, 0.05] if a.quick else [0.01, 0.02, 0.05, 0.10]
     print("\n### True savings on the emulated GPU (energy saved % / slowdown %)\n")
     print("| workload | device | δ | policy | static clock | slack-only | per-phase | policy from |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
-    for fam, _ in FAMILIES:
+    rows = [] if a.no_synth else [(fam, synth[fam]) for fam, _ in FAMILIES]
+    if a.real and os.path.isdir(root):
+        for name, pats in REAL:
+            files = sorted(f for pat in pats for f in glob.glob(os.path.join(root, pat)))
+            if files:
+                rows.append((name, files))
+    for name, files in rows:
         for dev in devices:
             for d in deltas:
-                pol = os.path.join(tmp, f"{fam}_{dev}_{d}.json")
-                out, err = run([a.emo, "optimize", *synth[fam], "--device", dev, "--max-slowdown", str(d),
+                pol = os.path.join(tmp, f"{abs(hash(name))}_{dev}_{d}.json")
+                out, err = run([a.emo, "optimize", *files, "--device", dev, "--max-slowdown", str(d),
                                 "-o", pol, "--json", "-"])
                 if out is None:
-                    print(f"| {fam} | {dev} | {d:.0%} | {err} | | | | |")
+                    print(f"| {name} | {dev} | {d:.0%} | {err} | | | | |")
                     continue
                 opt = json.loads(out)
-                out, err = run([a.emo, "evaluate", pol, *synth[fam], "--device", f"emulated:{dev}", "--json", "-"])
+                out, err = run([a.emo, "evaluate", pol, *files, "--device", f"emulated:{dev}", "--json", "-"])
                 if out is None:
-                    print(f"| {fam} | {dev} | {d:.0%} | {err} | | | | |")
+                    print(f"| {name} | {dev} | {d:.0%} | {err} | | | | |")
                     continue
                 e = json.loads(out)
                 cell = lambda r: f"{r['saving_pct']:.1f} / {r['slowdown_pct']:+.1f}"
                 b = e.get("baselines", {})
-                print(f"| {fam} | {dev} | {d:.0%} | {cell(e['policy'])} | {cell(b['static_clock'])} | "
-                      f"{cell(b['slack_only'])} | {cell(b['per_phase'])} | {opt['policy_from']} |")
-
+                print(f"| {name} | {dev} | {d:.0%} | {cell(e['policy'])} | {cell(b['static_clock'])} | "
+                      f"{cell(b['slack_only'])} | {cell(b['per_phase'])} | {opt['policy_from']} |", flush=True)
 
 if __name__ == "__main__":
     main()

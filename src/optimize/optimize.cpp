@@ -413,8 +413,10 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     }
   }
   // Polish by replay: one pack at a time, any clock that lowers the energy and keeps the target
-  // (closes most of what the DP's slack approximation leaves; bounded by `polish_replays`).
-  int polish_left = opt.polish_replays;
+  // (closes most of what the DP's slack approximation leaves; bounded by `polish_replays`, and on large
+  // graphs by work: at most `polish_point_visits` replayed points in all, but never under 200 replays).
+  const double points = std::max<double>(1, double(pr.workload->graph.num_points()));
+  int polish_left = int(std::min<double>(opt.polish_replays, std::max(200.0, opt.polish_point_visits / points)));
   auto polish_single = [&] {
     bool any = false, improved = true;
     while (improved && polish_left > 0) {

@@ -46,6 +46,7 @@ struct OptimizeOptions {
   int budget_buckets = 512;
   int search_rounds = 10;
   int polish_replays = 2000;  // replays spent improving the DP's plan one pack at a time
+  double polish_point_visits = 4e8;  // ... and at most this many replayed points (large graphs), ≥ 200 replays
   int block_replays = 4000;   // replays spent moving runs of consecutive packs of a GPU to one clock
 };
 
