@@ -13,58 +13,16 @@
 #include "emo/optimize/optimize.h"
 #include "emo/synth/synth.h"
 #include "emo/trace/trace.h"
+#include "synth_workload.h"
 
 namespace emo::optimize {
 namespace {
 
-struct Setup {
-  analysis::Workload w;
-  device::DeviceProfile profile;
-  pack::Packing packing;
-  pack::PackModels models;
-  Problem problem(std::vector<int> clocks) const {
-    Problem pr;
-    pr.workload = &w;
-    pr.packing = &packing;
-    pr.models = &models;
-    pr.default_clock_mhz = int(profile.default_clock_mhz.value);
-    pr.clocks_mhz = std::move(clocks);
-    return pr;
-  }
-};
-
 // A synthetic step (2 steps rendered, the last analysed), packed with the given minimum pack length and
 // profiled on the emulated H100 (the same cases as bench/dp_oracle_gap.cpp).
-std::unique_ptr<Setup> setup(synth::Workload kind, int ranks, int layers, double min_pack_ms, uint64_t seed = 1) {
-  auto s = std::make_unique<Setup>();
-  synth::Options o;
-  o.workload = kind;
-  o.ranks = ranks;
-  o.layers = layers;
-  o.steps = 2;
-  o.seed = seed;
-  o.microbatches = 4;
-  std::vector<trace::RankTrace> traces;
-  for (int r = 0; r < ranks; ++r) {
-    auto t = trace::parse_trace(synth::render_trace(o, r), "rank" + std::to_string(r));
-    EXPECT_TRUE(t.ok());
-    traces.push_back(std::move(*t));
-  }
-  auto w = analysis::assemble(std::move(traces), {});
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().what);
-  s->w = std::move(*w);
-  s->profile = *device::builtin_profile("h100");
-  pack::PackOptions po;
-  po.min_pack_ns = int64_t(min_pack_ms * 1e6);
-  auto p = pack::make_packs(s->w, analysis::analyze(s->w), s->profile, po);
-  EXPECT_TRUE(p.ok());
-  s->packing = std::move(*p);
-  auto runs = backends::profile_plan("emulated:h100", s->w, s->packing);
-  EXPECT_TRUE(runs.ok()) << (runs.ok() ? "" : runs.error().what);
-  auto m = pack::fit_pack_models(s->w, s->packing, *runs, s->profile);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what);
-  s->models = std::move(*m);
-  return s;
+std::unique_ptr<test::ProfiledStep> setup(synth::Workload kind, int ranks, int layers, double min_pack_ms,
+                                          uint64_t seed = 1) {
+  return test::profiled_step(kind, ranks, layers, min_pack_ms, seed, 4);
 }
 
 const std::vector<int> kFiveClocks = {1200, 1410, 1605, 1800, 1980};

@@ -19,37 +19,8 @@ analysis::Workload workload(int ranks, int layers) {
   return test::synth_workload(synth::Workload::kTrainDP, ranks, layers, 11);
 }
 
-struct Setup {
-  analysis::Workload w;
-  device::DeviceProfile profile;
-  pack::Packing packing;
-  pack::PackModels models;
-  Problem problem() const {
-    Problem pr;
-    pr.workload = &w;
-    pr.packing = &packing;
-    pr.models = &models;
-    pr.default_clock_mhz = int(profile.default_clock_mhz.value);
-    return pr;
-  }
-};
-
-std::unique_ptr<Setup> setup(int ranks, int layers, double min_pack_ms) {
-  auto s = std::make_unique<Setup>();
-  s->w = workload(ranks, layers);
-  s->profile = *device::builtin_profile("h100");
-  analysis::Analysis a = analysis::analyze(s->w);
-  pack::PackOptions po;
-  po.min_pack_ns = int64_t(min_pack_ms * 1e6);
-  auto p = pack::make_packs(s->w, a, s->profile, po);
-  EXPECT_TRUE(p.ok());
-  s->packing = std::move(*p);
-  auto runs = backends::profile_plan("emulated:h100", s->w, s->packing);
-  EXPECT_TRUE(runs.ok()) << (runs.ok() ? "" : runs.error().what);
-  auto m = pack::fit_pack_models(s->w, s->packing, *runs, s->profile);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what);
-  s->models = std::move(*m);
-  return s;
+std::unique_ptr<test::ProfiledStep> setup(int ranks, int layers, double min_pack_ms) {
+  return test::profiled_step(synth::Workload::kTrainDP, ranks, layers, min_pack_ms, 11);
 }
 
 TEST(Pack, RepeatedLayersShareSignaturesAndPacksOutlastSwitches) {
