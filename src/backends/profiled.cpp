@@ -134,16 +134,6 @@ Status write_profiled_dir(const std::string& spec_text, const analysis::Workload
 
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
-struct OpKey {
-  int32_t stream;
-  std::string name;
-  uint32_t occ;
-  bool operator<(const OpKey& o) const { return std::tie(stream, occ, name) < std::tie(o.stream, o.occ, o.name); }
-};
-
-}  // namespace
 
 Result<PackFidelity> pack_fidelity(const std::string& spec_text, const analysis::Workload& w,
                                    const pack::Packing& packing, const pack::PackModels& models, int clock_mhz) {
@@ -178,21 +168,7 @@ Result<PackFidelity> pack_fidelity(const std::string& spec_text, const analysis:
   if (!pw) return pw.error();
   const graph::Graph& pg = pw->graph;
   const graph::Graph& g = w.graph;
-  const size_t n_gpu = packing.gpus.size();
-  // Per rank: (stream, name, occurrence) -> absolute [start, end) on the trace clock.
-  std::vector<std::map<OpKey, std::pair<int64_t, int64_t>>> index(n_gpu);
-  const auto pops = pack::gpu_ops_in_index_order(pg);
-  for (size_t r = 0; r < n_gpu && r < pops.size(); ++r) {
-    std::map<std::pair<int32_t, std::string>, uint32_t> occ;
-    for (NodeId n : pops[r]) {
-      const int32_t stream = pg.lanes[pg.lane[n]].stream;
-      std::string name(pg.strings.view(pg.name[n]));
-      const uint32_t k = occ[{stream, name}]++;
-      const int64_t shift = pg.rank_offset_ns[r] + min_origin;
-      index[r][OpKey{stream, std::move(name), k}] = {pg.meas_start_ns[n] + shift, pg.meas_end_ns[n] + shift};
-    }
-  }
-
+  const pack::ProfiledOps index(pg);
   PackFidelity f;
   f.clock_mhz = clock_mhz;
   for (uint32_t k = 0; k < packing.packs.size(); ++k) {
@@ -210,12 +186,14 @@ Result<PackFidelity> pack_fidelity(const std::string& spec_text, const analysis:
       if (at.first > at.last) continue;
       std::vector<std::pair<int64_t, int64_t>> iv;
       for (uint32_t i = at.first; i <= at.last; ++i) {
-        const NodeId n = go.ops[i];
-        OpKey key{g.lanes[g.lane[n]].stream, std::string(g.strings.view(g.name[n])), go.occurrence[i]};
-        auto it = index[pk.gpu].find(key);
-        if (it == index[pk.gpu].end())
-          return make_error("fidelity run", fmt::format("op '{}' of pack {} is missing from the emulated trace", key.name, k));
-        iv.push_back(it->second);
+        const auto* span = index.find(g, packing, pk.gpu, i);
+        if (span == nullptr) {
+          return make_error("fidelity run", fmt::format("op '{}' of pack {} is missing from the emulated trace",
+                                                        g.strings.view(g.name[go.ops[i]]), k));
+        }
+        // Absolute, on the trace clock (where the energy probes are).
+        const int64_t shift = pg.rank_offset_ns[pk.gpu] + min_origin;
+        iv.emplace_back(span->first + shift, span->second + shift);
       }
       std::sort(iv.begin(), iv.end());
       int64_t cb = iv[0].first, ce = iv[0].second;

@@ -38,6 +38,31 @@ double PackModels::idle_power_w(uint32_t gpu, double f) const {
   return gpus[gpu].static_scale * idle;
 }
 
+ProfiledOps::ProfiledOps(const graph::Graph& pg) {
+  const std::vector<std::vector<NodeId>> pops = gpu_ops_in_index_order(pg);
+  index_.resize(pops.size());
+  counts_.resize(pops.size());
+  for (size_t r = 0; r < pops.size(); ++r) {
+    std::map<std::pair<int32_t, std::string>, uint32_t> occ;
+    for (NodeId n : pops[r]) {
+      const int32_t stream = pg.lanes[pg.lane[n]].stream;
+      std::string name(pg.strings.view(pg.name[n]));
+      const uint32_t k = occ[{stream, name}]++;
+      index_[r][Key{stream, std::move(name), k}] = {pg.meas_start_ns[n], pg.meas_end_ns[n]};
+    }
+    counts_[r] = pops[r].size();
+  }
+}
+
+const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, const Packing& packing, uint32_t gpu,
+                                                     uint32_t i) const {
+  if (gpu >= index_.size()) return nullptr;
+  const GpuOps& go = packing.gpus[gpu];
+  const NodeId n = go.ops[i];
+  auto it = index_[gpu].find(Key{g.lanes[g.lane[n]].stream, std::string(g.strings.view(g.name[n])), go.occurrence[i]});
+  return it == index_[gpu].end() ? nullptr : &it->second;
+}
+
 PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double f) {
   const Pack& pk = p.packs[k];
   PackCost c;
@@ -53,19 +78,6 @@ PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double 
   return c;
 }
 
-namespace {
-
-// Ops of one rank in a trace keyed by (stream, name, occurrence) -> duration.
-struct OpKey {
-  int32_t stream;
-  std::string name;
-  uint32_t occ;
-  bool operator<(const OpKey& o) const {
-    return std::tie(stream, occ, name) < std::tie(o.stream, o.occ, o.name);
-  }
-};
-
-}  // namespace
 
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
                                    const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile) {
@@ -128,22 +140,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     auto w = analysis::assemble(std::move(copies), lo);
     if (!w) return w.error();
     const graph::Graph& pg = w->graph;
-    // Index the profiled ops by (stream, name, occurrence) per rank.
-    std::vector<std::map<OpKey, std::pair<int64_t, int64_t>>> index(n_gpu);
-    std::vector<std::map<std::pair<int32_t, std::string>, uint32_t>> occ(n_gpu);
-    const std::vector<std::vector<NodeId>> pops = gpu_ops_in_index_order(pg);
+    const ProfiledOps index(pg);
     for (size_t r = 0; r < n_gpu; ++r) {
-      for (NodeId n : pops[r]) {
-        const int32_t stream = pg.lanes[pg.lane[n]].stream;
-        std::string name(pg.strings.view(pg.name[n]));
-        const uint32_t k = occ[r][{stream, name}]++;
-        index[r][OpKey{stream, std::move(name), k}] = {pg.meas_start_ns[n], pg.meas_end_ns[n]};
-      }
-      const int64_t b = pg.measured_begin_ns(), e = pg.measured_end_ns();
-      step_s[r][ri] = double(e - b) * 1e-9;
-      if (pops[r].size() != packing.gpus[r].ops.size()) {
+      step_s[r][ri] = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;
+      if (index.ops(uint32_t(r)) != packing.gpus[r].ops.size()) {
         return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", r,
-                                             pops[r].size(), packing.gpus[r].ops.size()),
+                                             index.ops(uint32_t(r)), packing.gpus[r].ops.size()),
                           "profile the same step of the same program (same model, batch and parallelism)");
       }
     }
@@ -151,16 +153,15 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     for (size_t r = 0; r < n_gpu; ++r) {
       const GpuOps& go = packing.gpus[r];
       for (size_t i = 0; i < go.ops.size(); ++i) {
-        const NodeId n = go.ops[i];
-        OpKey key{g.lanes[g.lane[n]].stream, std::string(g.strings.view(g.name[n])), go.occurrence[i]};
-        auto it = index[r].find(key);
-        if (it == index[r].end()) {
+        const auto* span = index.find(g, packing, uint32_t(r), uint32_t(i));
+        if (span == nullptr) {
+          const NodeId n = go.ops[i];
           return make_error(where, fmt::format("rank {}: op {} ('{}' on stream {}) is not in the profiled step", r, i,
-                                               key.name, key.stream),
+                                               g.strings.view(g.name[n]), g.lanes[g.lane[n]].stream),
                             "profile the same step of the same program");
         }
         // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
-        const double d = double(it->second.second - it->second.first) * 1e-9;
+        const double d = double(span->second - span->first) * 1e-9;
         sig_time[op_sig[r][i]][ri] += d;
         auto& pt = pos_time[op_sig[r][i]];
         if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;

@@ -6,6 +6,10 @@
 // so the whole step's energy matches what the counter saw.
 #pragma once
 
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "emo/analysis/analysis.h"
@@ -58,6 +62,29 @@ struct PackModels {
   // Busy power of the signature's work on a GPU at f (corrected).
   double busy_power_w(uint32_t sig, uint32_t gpu, double clock_mhz) const;
   double idle_power_w(uint32_t gpu, double clock_mhz) const;
+};
+
+// A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —
+// how a base step's op is matched in a trace recorded at another clock. Times are the profiled graph's.
+class ProfiledOps {
+ public:
+  explicit ProfiledOps(const graph::Graph& profiled);
+  // The profiled [start, end) of the base step's op `i` of GPU `gpu`; nullptr when the trace lacks it.
+  const std::pair<int64_t, int64_t>* find(const graph::Graph& base, const Packing& packing, uint32_t gpu,
+                                          uint32_t i) const;
+  size_t ops(uint32_t rank) const { return rank < counts_.size() ? counts_[rank] : 0; }
+
+ private:
+  struct Key {
+    int32_t stream;
+    std::string name;
+    uint32_t occurrence;
+    bool operator<(const Key& o) const {
+      return std::tie(stream, occurrence, name) < std::tie(o.stream, o.occurrence, o.name);
+    }
+  };
+  std::vector<std::map<Key, std::pair<int64_t, int64_t>>> index_;
+  std::vector<size_t> counts_;
 };
 
 // What the models predict for one pack run at clock f: its busy time (its atoms' busy time scaled by
