@@ -466,7 +466,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   // one clock together. Clock switches make a single slower pack cost more than it saves where a slower
   // run of packs pays; cases of up to 64 packs, bounded by `block_replays`.
   if (P <= 64) {
-    int left = opt.block_replays;
+    int left = int(std::min<double>(opt.block_replays, std::max(100.0, opt.block_point_visits / points)));
     bool improved = true;
     while (improved && left > 0) {
       improved = false;

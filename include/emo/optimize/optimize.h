@@ -46,8 +46,9 @@ struct OptimizeOptions {
   int budget_buckets = 512;
   int search_rounds = 10;
   int polish_replays = 2000;  // replays spent improving the DP's plan one pack at a time
-  double polish_point_visits = 4e8;  // ... and at most this many replayed points (large graphs), ≥ 200 replays
+  double polish_point_visits = 5e7;  // ... and at most this many replayed points (large graphs), ≥ 200 replays
   int block_replays = 4000;   // replays spent moving runs of consecutive packs of a GPU to one clock
+  double block_point_visits = 2e7;  // ... and at most this many replayed points, ≥ 100 replays
 };
 
 struct Solution {
