@@ -12,9 +12,10 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from pack_and_savings import run  # the same subprocess helper (same folder)
 
 CASES = [("train-dp", ["--ranks", "2", "--layers", "4"]),
          ("train-pp", ["--ranks", "4", "--layers", "2", "--microbatches", "4"]),
@@ -24,13 +25,6 @@ FIDELITY = [("train-dp", ["--ranks", "2", "--layers", "24"]),
             ("train-pp", ["--ranks", "4", "--layers", "4", "--microbatches", "8"]),
             ("train-tp", ["--ranks", "2", "--layers", "24"]),
             ("infer-decode", ["--ranks", "1", "--layers", "24", "--decode-tokens", "64"])]
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        return None, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[0]
-    return p.stdout, None
 
 
 def synth(emo, tmp, fam, opts):
