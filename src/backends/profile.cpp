@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+
+#include "emo/base/parallel.h"
 
 #include "emo/backends/backends.h"
 #include "emo/emulator/emulator.h"
@@ -24,15 +27,20 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
   auto profile = device::load_profile(spec->profile);
   if (!profile) return profile.error();
   emulator::EmulatedGpu gpu(*profile, spec->seed);
-  std::vector<std::pair<int, emulator::RunResult>> out;
-  for (int clock : packing.plan_clocks_mhz) {
+  // The runs are independent (each has its own seed): one per thread.
+  const std::vector<int>& clocks = packing.plan_clocks_mhz;
+  std::vector<std::optional<Result<emulator::RunResult>>> runs(clocks.size());
+  parallel_for(clocks.size(), [&](size_t i) {
     emulator::RunOptions o;
     o.steps = packing.plan_steps;
     o.trace_steps = 1;
-    o.seed = uint64_t(clock) * 7919u + 1;
-    auto run = gpu.run(w, emulator::ClockSchedule::locked(clock), o);
-    if (!run) return run.error();
-    out.emplace_back(clock, std::move(*run));
+    o.seed = uint64_t(clocks[i]) * 7919u + 1;
+    runs[i] = gpu.run(w, emulator::ClockSchedule::locked(clocks[i]), o);
+  });
+  std::vector<std::pair<int, emulator::RunResult>> out;
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (!*runs[i]) return runs[i]->error();
+    out.emplace_back(clocks[i], std::move(**runs[i]));
   }
   return out;
 }
@@ -43,12 +51,25 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text
                                                     const pack::Packing& packing) {
   auto runs = detail::emulated_plan_runs(spec_text, w, packing);
   if (!runs) return runs.error();
+  // Parse every (clock, rank) trace, in parallel; each text is freed once parsed.
+  std::vector<std::pair<size_t, size_t>> items;
+  for (size_t c = 0; c < runs->size(); ++c) {
+    for (size_t r = 0; r < (*runs)[c].second.ranks.size(); ++r) items.emplace_back(c, r);
+  }
+  std::vector<std::optional<Result<trace::RankTrace>>> parsed(items.size());
+  parallel_for(items.size(), [&](size_t i) {
+    auto& [clock, run] = (*runs)[items[i].first];
+    auto& rr = run.ranks[items[i].second];
+    parsed[i] = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
+    std::string().swap(rr.trace_json);
+  });
   std::vector<pack::ProfiledRun> out;
+  size_t i = 0;
   for (auto& [clock, run] : *runs) {
     pack::ProfiledRun pr;
     pr.clock_mhz = clock;
     for (auto& rr : run.ranks) {
-      auto t = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
+      auto& t = *parsed[i++];
       if (!t) return t.error();
       pr.traces.push_back(std::move(*t));
       pr.energy.push_back(std::move(rr.energy));
@@ -61,7 +82,7 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const std::string& spec_text
 Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::Workload& w,
                                  const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
                                  const std::vector<int64_t>& issue_at_ns, int default_clock_mhz, int steps,
-                                 const std::string& name) {
+                                 const std::string& name, uint64_t seed) {
   auto spec = parse_device_spec(spec_text);
   if (!spec) return spec.error();
   if (spec->kind != DeviceSpec::Kind::kEmulated)
@@ -82,7 +103,7 @@ Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::W
   o.steps = steps;
   o.trace_steps = 0;
   o.energy_log = false;
-  o.seed = 424242;
+  o.seed = seed;
   auto run = gpu.run(w, s, o);
   if (!run) return run.error();
   // Leave out the first step (it starts from the initial clock, not the policy's steady state).

@@ -18,9 +18,21 @@ struct Prepared {
   std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
   std::vector<int64_t> pack_idle_ns;              // idle inside each pack at the reference clock
   std::vector<int> clocks;
+  // Tables at the candidate clocks (filled when prepare() is asked for them), so that a replay of a
+  // plan looks its numbers up: the index of a clock in `clocks` by MHz (−1: not a candidate), each op's
+  // time ratio per (signature, position in its atom) and clock, each pack's cost per clock.
+  std::vector<int> clock_index;
+  std::vector<size_t> sig_row;    // first row of each signature in op_ratio
+  std::vector<double> op_ratio;   // [(sig_row[sig] + pos) · clocks.size() + clock index]
+  std::vector<std::pair<double, double>> cost;  // [pack · clocks.size() + clock index]: busy s, energy J
+
+  int index_of(int mhz) const {
+    return mhz >= 0 && size_t(mhz) < clock_index.size() ? clock_index[size_t(mhz)] : -1;
+  }
 };
 
-Prepared prepare(const Problem& pr);
+// `tables`: also fill the per-clock tables (worth it when many plans will be replayed).
+Prepared prepare(const Problem& pr, bool tables = false);
 // Busy time (s) and energy (J) of one pack at clock f (its idle inside included, at f).
 std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f);
 // Extra power while a pack runs at the higher of two clocks instead of the one it was given.

@@ -4,6 +4,8 @@
 
 #include "internal.h"
 
+#include "emo/base/parallel.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,7 +20,7 @@ using graph::NodeId;
 namespace detail {
 
 
-Prepared prepare(const Problem& pr) {
+Prepared prepare(const Problem& pr, bool tables) {
   const pack::Packing& p = *pr.packing;
   Prepared x;
   x.op_pack.resize(p.gpus.size());
@@ -54,11 +56,43 @@ Prepared prepare(const Problem& pr) {
     }
   }
   std::sort(x.clocks.begin(), x.clocks.end());
+  if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
+  const size_t C = x.clocks.size();
+  x.clock_index.assign(size_t(x.clocks.back()) + 1, -1);
+  for (size_t c = 0; c < C; ++c) x.clock_index[size_t(x.clocks[c])] = int(c);
+  std::vector<uint32_t> positions(pr.models->signatures.size(), 0);
+  for (size_t gi = 0; gi < x.op_sig.size(); ++gi) {
+    for (size_t i = 0; i < x.op_sig[gi].size(); ++i) {
+      uint32_t& n = positions[x.op_sig[gi][i]];
+      n = std::max(n, x.op_pos[gi][i] + 1);
+    }
+  }
+  x.sig_row.assign(positions.size(), 0);
+  size_t rows = 0;
+  for (size_t sg = 0; sg < positions.size(); ++sg) x.sig_row[sg] = rows, rows += positions[sg];
+  x.op_ratio.assign(rows * C, 1.0);
+  for (size_t sg = 0; sg < positions.size(); ++sg) {
+    for (uint32_t pos = 0; pos < positions[sg]; ++pos) {
+      for (size_t c = 0; c < C; ++c)
+        x.op_ratio[(x.sig_row[sg] + pos) * C + c] = pr.models->op_time_ratio(uint32_t(sg), pos, x.clocks[c]);
+    }
+  }
+  x.cost.resize(p.packs.size() * C);
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    for (size_t c = 0; c < C; ++c) {
+      const pack::PackCost pc = pack::predict_pack(p, *pr.models, k, x.clocks[c]);
+      x.cost[k * C + c] = {pc.busy_s, pc.energy_j};
+    }
+  }
   return x;
 }
 
 // Busy time and energy of one pack at clock f (its idle inside included, at f).
-std::pair<double, double> pack_cost(const Problem& pr, const Prepared&, uint32_t k, double f) {
+std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const int mhz = int(f);
+  if (double(mhz) == f && !x.cost.empty()) {
+    if (const int c = x.index_of(mhz); c >= 0) return x.cost[k * x.clocks.size() + size_t(c)];
+  }
   const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
   return {c.busy_s, c.energy_j};
 }
@@ -77,18 +111,34 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   const graph::Graph& g = pr.workload->graph;
   const pack::Packing& p = *pr.packing;
   const pack::PackModels& m = *pr.models;
-  std::vector<int64_t> dur = g.dur_ns;
+  // Buffers reused by the replays of one thread (a replay of a big step would otherwise map and fault in
+  // megabytes each time).
+  thread_local std::vector<int64_t> dur_buf;
+  thread_local replay::Timeline tl_buf;
+  std::vector<int64_t> dur_own;
+  std::vector<int64_t>& dur = dur_out ? dur_own : dur_buf;
+  dur.assign(g.dur_ns.begin(), g.dur_ns.end());
+  const size_t C = x.clocks.size();
+  std::vector<int> pack_ci;  // clock index of each pack in the tables, −1 where it has none
+  if (!x.op_ratio.empty()) {
+    pack_ci.resize(clocks.size());
+    for (size_t k = 0; k < clocks.size(); ++k) pack_ci[k] = x.index_of(clocks[k]);
+  }
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const auto& ops = p.gpus[gi].ops;
     for (size_t i = 0; i < ops.size(); ++i) {
       const NodeId n = ops[i];
       if (dur[n] <= 0) continue;
-      const double r = m.op_time_ratio(x.op_sig[gi][i], x.op_pos[gi][i], clocks[x.op_pack[gi][i]]);
+      const uint32_t k = x.op_pack[gi][i];
+      const int ci = pack_ci.empty() ? -1 : pack_ci[k];
+      const double r = ci >= 0 ? x.op_ratio[(x.sig_row[x.op_sig[gi][i]] + x.op_pos[gi][i]) * C + size_t(ci)]
+                               : m.op_time_ratio(x.op_sig[gi][i], x.op_pos[gi][i], clocks[k]);
       dur[n] = std::llround(double(dur[n]) * r);
     }
   }
   replay::Replayer rp(g);
-  replay::Timeline tl;
+  replay::Timeline tl_own;
+  replay::Timeline& tl = tl_out ? tl_own : tl_buf;
   rp.run(dur, tl);
   Plan plan;
   plan.name = std::move(name);
@@ -123,8 +173,8 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   }
   plan.energy_j = e;
   plan.pack_clock_mhz = std::move(clocks);
-  if (tl_out) *tl_out = std::move(tl);
-  if (dur_out) *dur_out = std::move(dur);
+  if (tl_out) *tl_out = std::move(tl_own);
+  if (dur_out) *dur_out = std::move(dur_own);
   return plan;
 }
 
@@ -283,7 +333,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   if (!(opt.reserve >= 0 && opt.reserve < 1)) return make_error("--reserve", "must be in [0, 1)");
   const pack::Packing& p = *pr.packing;
   if (p.packs.empty()) return make_error("optimize", "no packs to optimize");
-  Prepared x = prepare(pr);
+  Prepared x = prepare(pr, true);
   if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
   Solution s;
   const size_t P = p.packs.size();
@@ -299,6 +349,22 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     pl.feasible = pl.time_ns <= s.plan_target_ns;
     ++s.replays;
     return pl;
+  };
+  // Replays of trial plans that do not depend on each other, in order. On a big step (a replay takes
+  // milliseconds there) they run on worker threads; the caller then accepts them in order, so the
+  // result is the same with any number of threads.
+  const bool parallel = pr.workload->graph.num_points() >= opt.parallel_min_points;
+  const int threads = opt.threads > 0 ? opt.threads : worker_threads();
+  auto check_all = [&](std::vector<std::vector<int>>& trials, const char* name) {
+    std::vector<Plan> out(trials.size());
+    auto one = [&](size_t i) { out[i] = predict_prepared(pr, x, std::move(trials[i]), name); };
+    if (parallel) {
+      parallel_for(trials.size(), one, threads);
+    } else {
+      for (size_t i = 0; i < trials.size(); ++i) one(i);
+    }
+    for (Plan& pl : out) pl = check(std::move(pl));
+    return out;
   };
 
   // Pack slack at the default clock: the least slack of its ops.
@@ -356,13 +422,14 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   };
   // Per GPU, the DP's choice at a budget (a share of the step's `full` budget).
   std::vector<std::vector<int>> gpu_choice(p.gpus.size());
-  auto assemble = [&] {
+  auto clocks_of_choice = [&] {
     std::vector<int> clocks(P, pr.default_clock_mhz);
     for (size_t gi = 0; gi < gpu_packs.size(); ++gi) {
       for (size_t j = 0; j < gpu_packs[gi].size(); ++j) clocks[gpu_packs[gi][j]] = x.clocks[size_t(gpu_choice[gi][j])];
     }
-    return check(predict_prepared(pr, x, std::move(clocks), "policy"));
+    return clocks;
   };
+  auto assemble = [&] { return check(predict_prepared(pr, x, clocks_of_choice(), "policy")); };
   auto plan_for = [&](int64_t budget) {
     for (size_t gi = 0; gi < gpu_packs.size(); ++gi) gpu_choice[gi] = solve_gpu(gi, budget);
     return assemble();
@@ -397,14 +464,27 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
         const std::vector<int> keep = gpu_choice[gi];
         double best_share = share[gi];
         std::vector<int> best_choice = keep;
+        std::vector<double> fs;
         for (double f : {0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0}) {
-          if (f == share[gi]) continue;
-          gpu_choice[gi] = solve_gpu(gi, int64_t(double(full) * f));
-          Plan pl = assemble();
-          if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
-            best = pl;
-            best_share = f;
-            best_choice = gpu_choice[gi];
+          if (f != share[gi]) fs.push_back(f);
+        }
+        std::vector<std::vector<int>> choices(fs.size()), trials(fs.size());
+        auto solve_share = [&](size_t j) { choices[j] = solve_gpu(gi, int64_t(double(full) * fs[j])); };
+        if (parallel) {
+          parallel_for(fs.size(), solve_share, threads);
+        } else {
+          for (size_t j = 0; j < fs.size(); ++j) solve_share(j);
+        }
+        for (size_t j = 0; j < fs.size(); ++j) {
+          gpu_choice[gi] = choices[j];
+          trials[j] = clocks_of_choice();
+        }
+        std::vector<Plan> plans = check_all(trials, "policy");
+        for (size_t j = 0; j < fs.size(); ++j) {
+          if (plans[j].feasible && plans[j].energy_j < best.energy_j * (1 - 1e-9)) {
+            best = plans[j];
+            best_share = fs[j];
+            best_choice = choices[j];
           }
         }
         share[gi] = best_share;
@@ -422,13 +502,17 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     while (improved && polish_left > 0) {
       improved = false;
       for (uint32_t k = 0; k < P && polish_left > 0; ++k) {
+        // The trials of pack k differ from `best` in pack k only, so they do not depend on which of them
+        // is accepted: replay them together, accept in clock order.
+        std::vector<std::vector<int>> trials;
         for (int c : x.clocks) {
           if (c == best.pack_clock_mhz[k] || polish_left-- <= 0) continue;
-          std::vector<int> trial = best.pack_clock_mhz;
-          trial[k] = c;
-          Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+          trials.push_back(best.pack_clock_mhz);
+          trials.back()[k] = c;
+        }
+        for (Plan& pl : check_all(trials, "policy")) {
           if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
-            best = pl;
+            best = std::move(pl);
             improved = any = true;
           }
         }
@@ -474,6 +558,8 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
         const size_t m = ks.size();
         for (size_t len = 2; len < m && left > 0; ++len) {
           for (size_t i = 0; i < m && left > 0; ++i) {
+            // As in the polish: these trials differ from `best` only inside the block.
+            std::vector<std::vector<int>> trials;
             for (int c : x.clocks) {
               std::vector<int> trial = best.pack_clock_mhz;
               bool changed = false;
@@ -483,9 +569,11 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
                 t = c;
               }
               if (!changed || left-- <= 0) continue;
-              Plan pl = check(predict_prepared(pr, x, std::move(trial), "policy"));
+              trials.push_back(std::move(trial));
+            }
+            for (Plan& pl : check_all(trials, "policy")) {
               if (pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9)) {
-                best = pl;
+                best = std::move(pl);
                 improved = true;
               }
             }
@@ -526,9 +614,12 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   // Best single static clock for the whole step.
   Plan stat = s.default_plan;
   stat.name = "static_clock";
-  for (int c : x.clocks) {
-    Plan pl = check(predict_prepared(pr, x, std::vector<int>(P, c), "static_clock"));
-    if (pl.feasible && pl.energy_j < stat.energy_j) stat = pl;
+  {
+    std::vector<std::vector<int>> trials;
+    for (int c : x.clocks) trials.emplace_back(P, c);
+    for (Plan& pl : check_all(trials, "static_clock")) {
+      if (pl.feasible && pl.energy_j < stat.energy_j) stat = std::move(pl);
+    }
   }
   s.baselines.push_back(stat);
   // Slack-only lowering (EnvPipe's idea): each pack at its lowest-energy clock, then raise the clocks of
@@ -602,13 +693,20 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
     for (int pass = 0; pass < 2; ++pass) {
       for (int ph = 0; ph < 4; ++ph) {
         if (std::find(phase.begin(), phase.end(), ph) == phase.end()) continue;
+        // The trials of one phase differ only in that phase's clock: replay them together.
+        std::vector<int> tried;
+        std::vector<std::vector<int>> trials;
         for (size_t ci = 0; ci < x.clocks.size(); ci += std::max<size_t>(1, x.clocks.size() / 16)) {
           int trial[4] = {phase_clock[0], phase_clock[1], phase_clock[2], phase_clock[3]};
           trial[ph] = x.clocks[ci];
-          Plan pl = check(predict_prepared(pr, x, build(trial), "per_phase"));
-          if (pl.feasible && pl.energy_j < bestp.energy_j) {
-            bestp = pl;
-            phase_clock[ph] = trial[ph];
+          tried.push_back(trial[ph]);
+          trials.push_back(build(trial));
+        }
+        std::vector<Plan> plans = check_all(trials, "per_phase");
+        for (size_t j = 0; j < plans.size(); ++j) {
+          if (plans[j].feasible && plans[j].energy_j < bestp.energy_j) {
+            bestp = std::move(plans[j]);
+            phase_clock[ph] = tried[j];
           }
         }
       }

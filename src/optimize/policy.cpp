@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "emo/optimize/optimize.h"
+#include "internal.h"
 
 namespace emo::optimize {
 
@@ -43,16 +44,35 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   json ranks = json::array();
   for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", rank_id(g, go.rank)}, {"gpu_ops", go.ops.size()}});
   j["ranks"] = ranks;
-  // When to issue each change: the switching latency before the pack starts in the policy's replay.
-  // A change needed right at the step's start is issued near the end of the step before: a negative
-  // time wraps around the predicted step time.
+  // When to issue each change: the switching latency before the pack starts in the plan's own replay
+  // (a slower plan starts later packs later than the trace did: a change issued at the trace's time
+  // would lower the clock under the end of the pack before). A change needed right at the step's start
+  // is issued near the end of the step before: a negative time wraps around the predicted step time.
   // The latency varies (median/p99): a change that raises the clock is issued a p99 latency ahead, so
   // it is in effect when the pack starts; one that lowers it is issued late (2·median − p99 ahead), so the
   // pack before keeps its higher clock to its end. Either way the slip costs energy, not time.
   const int64_t lat_med = int64_t(prof.switch_latency_median_ms.value * 1e6);
   const int64_t lat_p99 = int64_t(prof.switch_latency_p99_ms.value * 1e6);
+  // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved.
+  const detail::Prepared x = detail::prepare(pr);
+  replay::Timeline tl0;
+  detail::predict_prepared(pr, x, std::vector<int>(p.packs.size(), pr.default_clock_mhz), "default", &tl0);
+  auto begins_in = [&](const Plan& plan) {
+    replay::Timeline tl;
+    detail::predict_prepared(pr, x, plan.pack_clock_mhz, plan.name, &tl);
+    std::vector<int64_t> out(p.packs.size(), 0);
+    for (size_t k = 0; k < p.packs.size(); ++k) {
+      const pack::Pack& pk = p.packs[k];
+      out[k] = pk.begin_ns;
+      if (pk.first_op > pk.last_op) continue;
+      const NodeId n = p.gpus[pk.gpu].ops[pk.first_op];
+      out[k] += (tl.start(n) - tl.begin_ns) - (tl0.start(n) - tl0.begin_ns);
+    }
+    return out;
+  };
   // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
   auto issue_times = [&](const Plan& plan) {
+    const std::vector<int64_t> begin = begins_in(plan);
     std::vector<int> prev_clock(p.gpus.size(), pr.default_clock_mhz);
     for (size_t k = 0; k < p.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
       if (p.packs[k].first_op <= p.packs[k].last_op) prev_clock[p.packs[k].gpu] = plan.pack_clock_mhz[k];
@@ -64,7 +84,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
       const int clock = plan.pack_clock_mhz[k];
       const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99 : std::max<int64_t>(0, 2 * lat_med - lat_p99);
       prev_clock[pk.gpu] = clock;
-      int64_t issue = pk.begin_ns - lead;
+      int64_t issue = begin[k] - lead;
       if (issue < 0) issue += plan.time_ns;
       out.push_back(issue);
     }

@@ -23,17 +23,61 @@ double PackModels::op_time_ratio(uint32_t sig, uint32_t pos, double f) const {
   return s.op_time[pos].time_s(f) / s.op_ref_s[pos];
 }
 
+namespace {
+
+// A signature's modelled busy power at f in its parts: static, memory, and the SM part that scales as
+// V(f)²·f (model::PowerModel::power_w). `split` is false where the parts do not add up to the power:
+// a signature without a fitted model, or one at the power limit (its power is the cap whatever V is).
+struct PowerParts {
+  double stat = 0, mem = 0, sm = 0, total = 0;
+  double clock_mhz = 0;  // the clock in effect
+  bool split = false;
+};
+
+PowerParts power_parts(const SignatureModel& s, double f) {
+  const model::Prediction pr = model::predict(s.unit, f);
+  PowerParts p;
+  p.stat = s.unit.power.const_w;
+  p.total = pr.power_w;
+  p.clock_mhz = pr.effective_clock_mhz;
+  if (!s.fitted || pr.capped) return p;
+  const double uncapped = s.unit.power.power_w(pr.effective_clock_mhz, s.unit.time);
+  if (!(uncapped <= pr.power_w)) return p;  // over the cap (or not a number): the capped power stands
+  p.mem = s.unit.power.mem_w * s.unit.time.memory_share(pr.effective_clock_mhz);
+  p.sm = std::max(0.0, uncapped - p.stat - p.mem);
+  p.split = true;
+  return p;
+}
+
+}  // namespace
+
+double PackModels::voltage_rel(uint32_t gpu, double f) const {
+  const double scale = gpu < gpus.size() ? gpus[gpu].floor_scale : 1.0;
+  const double floor = std::min(1.0, profile.voltage.floor_rel.value * scale);
+  const double knee = profile.voltage.knee_mhz.value, fmax = profile.max_clock_mhz();
+  if (f <= knee || fmax <= knee) return floor;
+  return floor + (1.0 - floor) * std::min(1.0, (f - knee) / (fmax - knee));
+}
+
 double PackModels::busy_power_w(uint32_t sig, uint32_t gpu, double f) const {
   const SignatureModel& s = signatures[sig];
+  const GpuCorrection& c = gpus[gpu];
+  if (c.floor_scale != 1.0) {
+    const PowerParts p = power_parts(s, f);
+    if (p.split) {
+      const double v0 = profile.voltage_rel(p.clock_mhz), v = voltage_rel(gpu, p.clock_mhz);
+      const double k = v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
+      return c.static_scale * p.stat + c.dynamic_scale * (p.mem + k * p.sm);
+    }
+  }
   const model::Prediction pr = model::predict(s.unit, f);
   const double stat = s.unit.power.const_w;
-  const GpuCorrection& c = gpus[gpu];
   return c.static_scale * stat + c.dynamic_scale * std::max(0.0, pr.power_w - stat);
 }
 
 double PackModels::idle_power_w(uint32_t gpu, double f) const {
   // Idle: static power plus a little clocked power (the clock tree), scaled like the busy static part.
-  const double v = profile.voltage_rel(f);
+  const double v = voltage_rel(gpu, f);
   const double idle = profile.idle_power_w.value * (0.85 + 0.15 * v * v * f / profile.max_clock_mhz());
   return gpus[gpu].static_scale * idle;
 }
@@ -80,7 +124,8 @@ PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double 
 
 
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
-                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile) {
+                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
+                                   const FitOptions& options) {
   const graph::Graph& g = base.graph;
   PackModels m;
   m.profile = profile;
@@ -218,56 +263,132 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     }
   }
 
-  // ---- per-GPU correction of static and dynamic power from the measured step energies ----
+  // ---- per-GPU correction from the measured step energies ----
+  // E = a·(S + I) + b·D per run: S the busy static energy, I the idle energy, D the dynamic energy, all
+  // as the fitted signature models predict them. The SM part of D (and the idle clock tree) goes as
+  // V(f)², and the voltage floor differs from GPU to GPU (the profile gives one value; the A100 fits on
+  // two models' profiles differ by 3 %): below the voltage knee D shrinks with the floor², at f_max it
+  // does not, so the runs below the knee against the one above it show this GPU's floor — a third
+  // parameter next to (a, b). The knee cannot be seen from clocks that are all below it or at f_max,
+  // and stays the profile's.
+  // Fit: (a, b) by least squares for each floor scale 1 + δ, δ by the smallest relative residual
+  // plus a prior on δ (σ kFloorPriorSd around the profile's floor, at most ±kFloorMaxDev),
+  // against an assumed accuracy of the measured step energies (kEnergySd) — with 3 runs (a, b, δ) would
+  // otherwise fit them exactly, noise included; with 2 runs δ stays 0.
+  constexpr double kEnergySd = 0.005, kFloorPriorSd = 0.025, kFloorMaxDev = 0.08;
   m.gpus.resize(n_gpu);
   m.step_s.assign(runs.size(), std::vector<double>(n_gpu, 0));
+  const double floor0 = profile.voltage.floor_rel.value;
   for (size_t r = 0; r < n_gpu; ++r) {
-    // E = a·(S + I) + b·D per run; least squares for (a, b).
-    double sss = 0, ssd = 0, sdd = 0, sse = 0, sde = 0;
-    std::vector<std::array<double, 3>> parts(runs.size());
+    // Per run: static S, dynamic parts that do not scale with V (memory; unsplit or capped signatures)
+    // and that do (SM, at the profile's V), and the idle time.
+    struct RunParts {
+      double f = 0, S = 0, d_fix = 0, d_sm = 0, idle_s = 0, E = 0;
+    };
+    std::vector<RunParts> parts(runs.size());
     for (size_t ri = 0; ri < runs.size(); ++ri) {
-      const double f = runs[ri].clock_mhz;
-      double S = 0, D = 0, busy = 0;
+      RunParts& rp = parts[ri];
+      rp.f = runs[ri].clock_mhz;
+      double busy = 0;
       for (const Atom& a : packing.atoms) {
         if (a.gpu != r || a.first > a.last) continue;
         const SignatureModel& sm = m.signatures[a.signature];
-        const double t = double(a.busy_ns) * 1e-9 * m.time_ratio(a.signature, f);
-        const double p = model::predict(sm.unit, f).power_w;
-        S += t * sm.unit.power.const_w;
-        D += t * std::max(0.0, p - sm.unit.power.const_w);
+        const double t = double(a.busy_ns) * 1e-9 * m.time_ratio(a.signature, rp.f);
+        const PowerParts p = power_parts(sm, rp.f);
+        rp.S += t * p.stat;
+        if (p.split) {  // not capped: the clock in effect is f
+          rp.d_fix += t * p.mem;
+          rp.d_sm += t * p.sm;
+        } else {
+          rp.d_fix += t * std::max(0.0, p.total - p.stat);
+        }
         busy += t;
       }
-      GpuCorrection unit;
-      m.gpus[r] = unit;
-      const double I = std::max(0.0, step_s[r][ri] - busy) * m.idle_power_w(uint32_t(r), f);
-      parts[ri] = {S + I, D, step_j[r][ri]};
-      sss += (S + I) * (S + I);
-      ssd += (S + I) * D;
-      sdd += D * D;
-      sse += (S + I) * step_j[r][ri];
-      sde += D * step_j[r][ri];
+      rp.idle_s = std::max(0.0, step_s[r][ri] - busy);
+      rp.E = step_j[r][ri];
       m.step_s[ri][r] = step_s[r][ri];
     }
-    const double det = sss * sdd - ssd * ssd;
-    double a = 1, b = 1;
-    if (std::abs(det) > 1e-12 * sss * sdd && det != 0) {
-      a = (sse * sdd - sde * ssd) / det;
-      b = (sss * sde - ssd * sse) / det;
-    }
-    if (!(a > 0.5 && a < 2.0 && b > 0.3 && b < 3.0)) {  // ill-conditioned: one common scale instead
-      double num = 0, den = 0;
-      for (const auto& pr : parts) {
-        num += (pr[0] + pr[1]) * pr[2];
-        den += (pr[0] + pr[1]) * (pr[0] + pr[1]);
+    // For a floor scale: the (a, b) fit, its predictions and the objective.
+    struct Solution {
+      double a = 1, b = 1, scale = 1, objective = 0;
+      bool ok = false;
+      std::vector<double> x, d;  // per run: S + I and D at this floor
+    };
+    auto solve = [&](double scale) {
+      Solution so;
+      so.scale = scale;
+      GpuCorrection probe;
+      probe.floor_scale = scale;
+      m.gpus[r] = probe;  // static_scale 1: idle_power_w gives the profile's idle power at this floor
+      double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
+      for (const RunParts& rp : parts) {
+        const double v0 = profile.voltage_rel(rp.f), v = m.voltage_rel(uint32_t(r), rp.f);
+        const double k = v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
+        const double x = rp.S + rp.idle_s * m.idle_power_w(uint32_t(r), rp.f);
+        const double d = rp.d_fix + k * rp.d_sm;
+        so.x.push_back(x);
+        so.d.push_back(d);
+        sxx += x * x;
+        sxd += x * d;
+        sdd += d * d;
+        sxe += x * rp.E;
+        sde += d * rp.E;
       }
-      a = b = den > 0 ? num / den : 1.0;
+      const double det = sxx * sdd - sxd * sxd;
+      if (std::abs(det) > 1e-12 * sxx * sdd && det != 0) {
+        so.a = (sxe * sdd - sde * sxd) / det;
+        so.b = (sxx * sde - sxd * sxe) / det;
+        so.ok = so.a > 0.5 && so.a < 2.0 && so.b > 0.3 && so.b < 3.0;
+      }
+      if (!so.ok) {  // ill-conditioned: one common scale instead
+        double num = 0, den = 0;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          num += (so.x[i] + so.d[i]) * parts[i].E;
+          den += (so.x[i] + so.d[i]) * (so.x[i] + so.d[i]);
+        }
+        so.a = so.b = den > 0 ? num / den : 1.0;
+      }
+      double rss = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i].E <= 0) continue;
+        const double e = (so.a * so.x[i] + so.b * so.d[i]) / parts[i].E - 1;
+        rss += e * e;
+      }
+      const double dev = scale - 1;
+      so.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd);
+      return so;
+    };
+    Solution best = solve(1.0);
+    const double max_scale = floor0 > 0 ? std::min(1 + kFloorMaxDev, 1.0 / floor0) : 1.0;
+    // The floor shows only against a run above the knee whose dynamic power is mostly the V²-scaled
+    // SM part; where that run is at the power limit (A100 at 1410 MHz) its power says nothing of V.
+    bool floor_seen = false;
+    for (const RunParts& rp : parts) {
+      if (rp.f > profile.voltage.knee_mhz.value && rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix) && rp.d_sm > 0)
+        floor_seen = true;
+    }
+    if (options.fit_voltage_floor && best.ok && floor_seen && floor0 > 0 && floor0 < 1) {
+      // The objective is smooth in the scale with one minimum in practice: a grid, then a finer one.
+      double step = 0.002, centre = 1.0;
+      for (int pass = 0; pass < 3; ++pass, step /= 20) {
+        const double lo = pass == 0 ? 1 - kFloorMaxDev : centre - 20 * step;
+        const int n = pass == 0 ? int(std::lround((max_scale - lo) / step)) : 40;
+        for (int i = 0; i <= n; ++i) {
+          const double sc = std::clamp(lo + i * step, 1 - kFloorMaxDev, max_scale);
+          Solution so = solve(sc);
+          if (so.ok && so.objective < best.objective) best = std::move(so);
+        }
+        centre = best.scale;
+      }
     }
     GpuCorrection& c = m.gpus[r];
-    c.static_scale = a;
-    c.dynamic_scale = b;
-    for (const auto& pr : parts) {
-      c.measured_j.push_back(pr[2]);
-      c.predicted_j.push_back(a * pr[0] + b * pr[1]);
+    c = GpuCorrection{};
+    c.static_scale = best.a;
+    c.dynamic_scale = best.b;
+    c.floor_scale = best.scale;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      c.measured_j.push_back(parts[i].E);
+      c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i]);
     }
   }
   return m;

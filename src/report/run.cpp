@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
 
 #include "emo/base/file_util.h"
+#include "emo/base/parallel.h"
 #include "emo/graph/graph.h"
 #include "emo/report/report.h"
 
@@ -130,8 +132,14 @@ Result<RunResult> run(const RunOptions& o) {
   optimize::OptimizeOptions oo;
   oo.max_slowdown = o.max_slowdown;
   oo.reserve = o.reserve;
-  auto s = optimize::optimize(pr, oo);
-  if (!s.ok()) return s.error();
+  const bool check = o.check && o.profiled_dir.empty();
+  auto checked = check ? backends::optimize_checked(pr, oo, emulated) : [&]() -> Result<backends::Checked> {
+    auto sol = optimize::optimize(pr, oo);
+    if (!sol.ok()) return sol.error();
+    return backends::Checked{std::move(*sol), {}, false};
+  }();
+  if (!checked.ok()) return checked.error();
+  const optimize::Solution* s = &checked->solution;
   stage_ms["optimize"] = ms_since(t0);
 
   const std::string policy_text = optimize::policy_json(pr, *s, o.max_slowdown).dump(1) + "\n";
@@ -142,20 +150,25 @@ Result<RunResult> run(const RunOptions& o) {
   say(fmt::format("evaluating the policy and {} baseline(s) on {}", s->baselines.size(), emulated));
   auto pf = optimize::read_policy("policy.json", policy_text, *w, *profile);
   if (!pf.ok()) return pf.error();
-  std::vector<backends::Measured> measured;
-  auto measure = [&](const std::vector<int>& clocks, const std::string& name,
-                     const std::vector<int64_t>& issues) -> Status {
-    auto r = backends::run_on_emulator(emulated, *w, pf->packs, clocks, issues, pf->default_clock_mhz, o.eval_steps,
-                                       name);
-    if (!r.ok()) return r.error();
-    measured.push_back(*r);
-    return {};
+  struct Job {
+    std::vector<int> clocks;
+    std::string name;
+    std::vector<int64_t> issues;
   };
-  std::vector<int> policy_clocks;
-  for (const auto& ap : pf->packs) policy_clocks.push_back(ap.clock_mhz);
-  EMO_RETURN_IF_ERROR(measure({}, "default", {}));
-  EMO_RETURN_IF_ERROR(measure(policy_clocks, "policy", {}));
-  for (const auto& b : pf->baselines) EMO_RETURN_IF_ERROR(measure(b.clocks_mhz, b.name, b.issue_at_ns));
+  std::vector<Job> jobs{{{}, "default", {}}, {{}, "policy", {}}};
+  for (const auto& ap : pf->packs) jobs[1].clocks.push_back(ap.clock_mhz);
+  for (const auto& b : pf->baselines) jobs.push_back({b.clocks_mhz, b.name, b.issue_at_ns});
+  // The runs are independent (each starts from its own seed): one per thread.
+  std::vector<std::optional<Result<backends::Measured>>> evals(jobs.size());
+  parallel_for(jobs.size(), [&](size_t i) {
+    evals[i] = backends::run_on_emulator(emulated, *w, pf->packs, jobs[i].clocks, jobs[i].issues,
+                                        pf->default_clock_mhz, o.eval_steps, jobs[i].name);
+  });
+  std::vector<backends::Measured> measured;
+  for (auto& r : evals) {
+    if (!*r) return r->error();
+    measured.push_back(**r);
+  }
   stage_ms["evaluate"] = ms_since(t0);
 
   RunResult res;
@@ -208,6 +221,7 @@ Result<RunResult> run(const RunOptions& o) {
                          {"breakdown", aj.at("critical_path").value("breakdown", nlohmann::json::object())}};
   sm["solve_ms"] = s->solve_ms;
   sm["replays"] = s->replays;
+  if (check) sm["check"] = backends::check_json(*checked);
 
   ReportData d;
   d.workload = &*w;

@@ -84,6 +84,38 @@ TEST(Optimize, EveryPlanMeetsTheTargetInReplay) {
   }
 }
 
+// Trial plans replayed on worker threads, and replays priced from the per-clock tables, give the same
+// solution as one thread: the same clocks, times and energies, baselines and replay count.
+TEST(Optimize, SameSolutionOnAnyNumberOfThreads) {
+  for (int ranks : {1, 2}) {  // one GPU: polish and block moves; two: also the budget-share search
+    auto s = setup(ranks, 8, 4);
+    Problem pr = s->problem();
+    OptimizeOptions one;
+    one.threads = 1;
+    OptimizeOptions many = one;
+    many.threads = 3;
+    many.parallel_min_points = 0;  // small step: force the parallel path
+    auto a = optimize(pr, one), b = optimize(pr, many);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->policy.pack_clock_mhz, b->policy.pack_clock_mhz) << ranks;
+    EXPECT_EQ(a->policy.time_ns, b->policy.time_ns);
+    EXPECT_EQ(a->policy.energy_j, b->policy.energy_j);
+    EXPECT_EQ(a->replays, b->replays);
+    EXPECT_EQ(a->policy_from, b->policy_from);
+    ASSERT_EQ(a->baselines.size(), b->baselines.size());
+    for (size_t i = 0; i < a->baselines.size(); ++i) {
+      EXPECT_EQ(a->baselines[i].pack_clock_mhz, b->baselines[i].pack_clock_mhz) << a->baselines[i].name;
+      EXPECT_EQ(a->baselines[i].energy_j, b->baselines[i].energy_j) << a->baselines[i].name;
+    }
+    // The optimizer prices plans from its tables; predict() computes every number afresh.
+    for (const Plan* pl : {&a->policy, &a->baselines.front()}) {
+      const Plan fresh = predict(pr, pl->pack_clock_mhz);
+      EXPECT_EQ(fresh.time_ns, pl->time_ns);
+      EXPECT_NEAR(fresh.energy_j, pl->energy_j, 1e-9 * pl->energy_j);
+    }
+  }
+}
+
 TEST(Optimize, DpMatchesExhaustiveSearchOnSmallCases) {
   auto s = setup(1, 6, 5);
   Problem pr = s->problem();

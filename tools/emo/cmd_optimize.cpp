@@ -21,6 +21,7 @@ struct OptimizeArgs {
   std::string out, json_out;
   double max_slowdown = 0.05;
   double reserve = 0.1;
+  bool no_check = false;
 };
 
 nlohmann::json plan_json(const optimize::Plan& p, const optimize::Plan& base) {
@@ -49,6 +50,10 @@ void add_optimize(CLI::App& root, Action& action) {
                   "part of --max-slowdown kept back for model and clock-switching error (plans meet "
                   "1 + max_slowdown·(1 − reserve) in the models' replay)")
       ->capture_default_str();
+  sub->add_flag("--no-check", a->no_check,
+                "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
+                "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
+                "half the reserve; never done with --profiled)");
   sub->add_option("-o,--output", a->out, "write the policy (schema emo-policy/1) to FILE");
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
@@ -72,8 +77,17 @@ void add_optimize(CLI::App& root, Action& action) {
       optimize::OptimizeOptions oo;
       oo.max_slowdown = a->max_slowdown;
       oo.reserve = a->reserve;
-      auto s = optimize::optimize(pr, oo);
-      if (!s.ok()) return fail(s.error());
+      // Check the policy on the emulated GPU that profiled it, unless the runs came from a folder.
+      const std::string check_on = a->profile_on.empty() ? "emulated:" + profile->name : a->profile_on;
+      const bool check = !a->no_check && a->profiled.empty();
+      auto checked = check ? backends::optimize_checked(pr, oo, check_on)
+                           : [&]() -> Result<backends::Checked> {
+                               auto sol = optimize::optimize(pr, oo);
+                               if (!sol.ok()) return sol.error();
+                               return backends::Checked{std::move(*sol), {}, false};
+                             }();
+      if (!checked.ok()) return fail(checked.error());
+      const optimize::Solution* s = &checked->solution;
       if (!a->out.empty()) {
         Status st = write_file_atomic(a->out, optimize::policy_json(pr, *s, a->max_slowdown).dump(1) + "\n");
         if (!st.ok()) return fail(st.error());
@@ -91,6 +105,7 @@ void add_optimize(CLI::App& root, Action& action) {
       j["policy_from"] = s->policy_from;
       j["solve_ms"] = s->solve_ms;
       j["replays"] = s->replays;
+      if (check) j["check"] = backends::check_json(*checked);
       if (!a->json_out.empty()) {
         Status st = write_file_atomic(a->json_out, j.dump(1) + "\n");
         if (!st.ok()) return fail(st.error());
@@ -105,6 +120,12 @@ void add_optimize(CLI::App& root, Action& action) {
                     100.0 * (double(pl.time_ns) / double(s->default_plan.time_ns) - 1),
                     100.0 * (1 - pl.energy_j / s->default_plan.energy_j));
       };
+      for (const auto& r : checked->rounds) {
+        std::printf("check on %s: %s plan (reserve %.2f): %+.2f %% predicted, %+.2f %% measured: %s\n",
+                    check_on.c_str(), r.plan.c_str(), r.reserve, r.predicted_pct, r.measured_pct,
+                    r.accepted ? "passed" : "over the check's limit");
+      }
+      if (checked->fell_back) std::printf("  no plan passed the check: the policy keeps the default clocks\n");
       row(s->default_plan);
       row(s->policy);
       if (s->policy_from != "dp") std::printf("  (the policy is the %s plan: cheaper than the DP's once clock switches are counted)\n", s->policy_from.c_str());

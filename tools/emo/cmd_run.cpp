@@ -15,6 +15,7 @@ namespace {
 struct RunArgs {
   report::RunOptions options;
   std::string json_out;
+  bool no_check = false;
 };
 }  // namespace
 
@@ -39,6 +40,10 @@ void add_run(CLI::App& root, Action& action) {
   sub->add_option("--profiled", a->options.profiled_dir,
                   "fit from profiling runs recorded at the plan's clocks in DIR (docs/profiling.md) instead of "
                   "profiling on the emulated GPU");
+  sub->add_flag("--no-check", a->no_check,
+                "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
+                "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
+                "half the reserve; never done with --profiled)");
   sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")
@@ -47,6 +52,7 @@ void add_run(CLI::App& root, Action& action) {
   sub->callback([a, &action] {
     action = [a] {
       report::RunOptions o = a->options;
+      o.check = !a->no_check;
       if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
       auto r = report::run(o);
       if (!r.ok()) return fail(r.error());

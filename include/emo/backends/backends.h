@@ -82,9 +82,42 @@ struct Measured {
 };
 // `packs` from read_policy; `clocks` one per pack (the policy's or a baseline's; empty = default clock);
 // `issue_at_ns` one per pack (empty = the packs' own).
+// `seed` draws the run's jitter and switching latencies (the GPU itself is the spec's).
 Result<Measured> run_on_emulator(const std::string& device_spec, const analysis::Workload& w,
                                  const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
                                  const std::vector<int64_t>& issue_at_ns, int default_clock_mhz, int steps,
-                                 const std::string& name);
+                                 const std::string& name, uint64_t seed = 424242);
+
+// ---- the policy checked on the device before it is handed out ----
+// The models err per pack; a plan that slows exactly the packs whose slowdown they under-predict can
+// run over the target although each pack is predicted well on average. So the policy is run on the
+// profiling device for a few steps, beside the default clocks. If its measured slowdown eats more than
+// half of the reserve (over max_slowdown·(1 − reserve/2)), the plan target is lowered by the measured
+// excess and the optimizer runs again, at most `rounds` times; if no round passes, the default clocks
+// are the policy. Then each baseline of the first solve that the models price below the kept plan is
+// checked the same way, cheapest first, and the first that passes becomes the policy (the baselines
+// themselves stay as solved at the user's reserve). Only step times measured on the device are read,
+// as on hardware.
+struct CheckOptions {
+  int steps = 3;        // steps per check run (the first is a warm-up)
+  int rounds = 3;       // re-solves at most
+  uint64_t seed = 1717; // not the evaluation's seed
+};
+struct CheckRound {
+  std::string plan;           // where the plan checked came from: "dp", a baseline's name, "default"
+  double reserve = 0;         // the reserve this round's plan was made with
+  double predicted_pct = 0;   // the plan's slowdown in the models' replay
+  double measured_pct = 0;    // ... and on the device
+  bool accepted = false;
+};
+struct Checked {
+  optimize::Solution solution;
+  std::vector<CheckRound> rounds;
+  bool fell_back = false;  // nothing passed: the default clocks are the policy
+};
+// {"rounds": [{"plan", "reserve", "predicted_pct", "measured_pct", "accepted"}...], "fell_back": bool}
+nlohmann::json check_json(const Checked& c);
+Result<Checked> optimize_checked(const optimize::Problem& problem, const optimize::OptimizeOptions& options,
+                                 const std::string& device_spec, const CheckOptions& check = {});
 
 }  // namespace emo::backends

@@ -49,6 +49,11 @@ struct OptimizeOptions {
   double polish_point_visits = 5e7;  // ... and at most this many replayed points (large graphs), ≥ 200 replays
   int block_replays = 4000;   // replays spent moving runs of consecutive packs of a GPU to one clock
   double block_point_visits = 2e7;  // ... and at most this many replayed points, ≥ 100 replays
+  // Trial plans that do not depend on each other are replayed on up to `threads` threads (0: EMO_THREADS
+  // or the hardware's) once the step has at least `parallel_min_points` points (a replay of a smaller one
+  // is quicker than starting a thread). The result does not depend on either.
+  int threads = 0;
+  size_t parallel_min_points = 100000;
 };
 
 struct Solution {

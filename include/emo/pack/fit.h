@@ -3,7 +3,7 @@
 // emulated GPU) gives every signature's time at those clocks; a time model T(f) is fitted per
 // signature, its compute share sets a power model from the device profile's (microbenchmark-
 // calibrated) predictors, and each GPU's measured step energies rescale the static and dynamic power
-// so the whole step's energy matches what the counter saw.
+// and set the GPU's voltage floor so the whole step's energy matches what the counter saw.
 #pragma once
 
 #include <map>
@@ -43,6 +43,10 @@ struct SignatureModel {
 struct GpuCorrection {
   double static_scale = 1;
   double dynamic_scale = 1;
+  // This GPU's voltage floor relative to the profile's (1: the profile's V(f)). The SM part of the
+  // dynamic power (and the idle clock tree) scales as V(f)², and the measured step energies at the
+  // profiled clocks below the voltage knee against the one above it show the floor (docs/models.md).
+  double floor_scale = 1;
   // Step energy at each profiled clock, measured (counter) and as the fitted models predict it.
   std::vector<double> measured_j, predicted_j;
 };
@@ -62,6 +66,8 @@ struct PackModels {
   // Busy power of the signature's work on a GPU at f (corrected).
   double busy_power_w(uint32_t sig, uint32_t gpu, double clock_mhz) const;
   double idle_power_w(uint32_t gpu, double clock_mhz) const;
+  // The GPU's V(f) relative to V(f_max): the profile's curve with the floor scaled by floor_scale.
+  double voltage_rel(uint32_t gpu, double clock_mhz) const;
 };
 
 // A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —
@@ -96,9 +102,16 @@ struct PackCost {
 };
 PackCost predict_pack(const Packing& packing, const PackModels& models, uint32_t pack, double clock_mhz);
 
+struct FitOptions {
+  // Fit each GPU's voltage floor from its step energies (GpuCorrection::floor_scale). false: the
+  // profile's V(f), only the static and dynamic scales fitted (as before 2026-11-30).
+  bool fit_voltage_floor = true;
+};
+
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
 // without energy samples, fewer than 2 distinct clocks.
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
-                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile);
+                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
+                                   const FitOptions& options = {});
 
 }  // namespace emo::pack

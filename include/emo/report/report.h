@@ -34,6 +34,8 @@ struct RunOptions {
   std::string out_dir = "emo-report";
   std::string profiled_dir;         // recorded profiling runs (docs/profiling.md); empty = profile on the emulated GPU
   int eval_steps = 5;               // steps per plan on the emulated GPU (the first is a warm-up)
+  bool check = true;                // run the policy on the profiling GPU before handing it out
+                                    // (backends::optimize_checked); not with profiled_dir
   synth::Options example = example_options();
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
 };

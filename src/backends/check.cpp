@@ -1,0 +1,121 @@
+// The policy checked on the device before it is handed out; see emo/backends/backends.h.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "emo/backends/backends.h"
+
+namespace emo::backends {
+
+namespace {
+
+// The policy's packs and issue times as a runtime would apply them: through the policy file.
+Result<optimize::PolicyFile> applied(const optimize::Problem& pr, const optimize::Solution& s, double max_slowdown) {
+  const std::string text = optimize::policy_json(pr, s, max_slowdown).dump();
+  return optimize::read_policy("the policy under check", text, *pr.workload, pr.models->profile);
+}
+
+}  // namespace
+
+nlohmann::json check_json(const Checked& c) {
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const CheckRound& r : c.rounds) {
+    rounds.push_back({{"plan", r.plan}, {"reserve", r.reserve}, {"predicted_pct", r.predicted_pct}, {"measured_pct", r.measured_pct},
+                      {"accepted", r.accepted}});
+  }
+  return {{"rounds", rounds}, {"fell_back", c.fell_back}};
+}
+
+Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::OptimizeOptions& options,
+                                 const std::string& device_spec, const CheckOptions& check) {
+  if (check.steps < 2) return make_error("check", "at least 2 steps per check run are needed (the first is a warm-up)");
+  Checked out;
+  auto sol = optimize::optimize(pr, options);
+  if (!sol) return sol.error();
+  out.solution = std::move(*sol);
+  const double delta = options.max_slowdown;
+  if (delta <= 0) return out;  // the default clocks: nothing to check
+  auto pf = applied(pr, out.solution, delta);
+  if (!pf) return pf.error();
+  const std::vector<optimize::AppliedPack> packs = pf->packs;  // the same packs in every solution
+  auto def = run_on_emulator(device_spec, *pr.workload, packs, {}, {}, pr.default_clock_mhz, check.steps, "default",
+                             check.seed);
+  if (!def) return def.error();
+  const double accept_pct = 100 * delta * (1 - options.reserve / 2);
+  // One check run: the measured slowdown of per-pack clocks issued at the given times.
+  auto measure = [&](const std::vector<int>& clocks, const std::vector<int64_t>& issues) -> Result<double> {
+    auto m = run_on_emulator(device_spec, *pr.workload, packs, clocks, issues, pr.default_clock_mhz, check.steps,
+                             "check", check.seed);
+    if (!m) return m.error();
+    return 100 * (m->time_us / def->time_us - 1);
+  };
+  // The baselines stay those of the first solve: each is what its method reaches at the user's reserve.
+  const std::vector<optimize::Plan> baselines = out.solution.baselines;
+  const optimize::PolicyFile first = *pf;
+  optimize::OptimizeOptions o = options;
+  for (int round = 0;; ++round) {
+    const optimize::Solution& s = out.solution;
+    std::vector<int> clocks;
+    for (const auto& ap : pf->packs) clocks.push_back(ap.clock_mhz);
+    auto measured = measure(clocks, {});
+    if (!measured) return measured.error();
+    CheckRound r;
+    r.plan = s.policy_from;
+    r.reserve = o.reserve;
+    r.predicted_pct = 100 * (double(s.policy.time_ns) / double(s.default_plan.time_ns) - 1);
+    r.measured_pct = *measured;
+    r.accepted = r.measured_pct <= accept_pct;
+    out.rounds.push_back(r);
+    if (r.accepted) break;
+    // Aim the next plan's true slowdown where this one's plan target was: lower the target by the excess.
+    const double planned = double(s.plan_target_ns) / double(s.default_plan.time_ns) - 1;
+    const double next = planned - (r.measured_pct / 100 - delta * (1 - options.reserve));
+    if (round >= check.rounds || next <= 0) {
+      out.fell_back = true;  // no round passed: the default clocks, unless a baseline passes below
+      out.solution.policy = out.solution.default_plan;
+      out.solution.policy_from = "default";
+      break;
+    }
+    o.reserve = std::min(0.99, 1 - next / delta);
+    auto again = optimize::optimize(pr, o);
+    if (!again) return again.error();
+    out.solution = std::move(*again);
+    pf = applied(pr, out.solution, delta);
+    if (!pf) return pf.error();
+  }
+  out.solution.baselines = baselines;
+  // A baseline of the first solve that the models price lower than the checked plan is checked too, the
+  // cheapest first; the first that passes is the policy.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < baselines.size(); ++i) {
+    if (baselines[i].feasible && baselines[i].energy_j < out.solution.policy.energy_j) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return baselines[a].energy_j < baselines[b].energy_j; });
+  for (size_t i : order) {
+    const optimize::Plan& b = baselines[i];
+    const optimize::PolicyFile::Baseline* stored = nullptr;
+    for (const auto& fb : first.baselines) {
+      if (fb.name == b.name) stored = &fb;
+    }
+    if (!stored) continue;
+    auto measured = measure(stored->clocks_mhz, stored->issue_at_ns);
+    if (!measured) return measured.error();
+    CheckRound r;
+    r.plan = b.name;
+    r.reserve = options.reserve;
+    r.predicted_pct = 100 * (double(b.time_ns) / double(out.solution.default_plan.time_ns) - 1);
+    r.measured_pct = *measured;
+    r.accepted = r.measured_pct <= accept_pct;
+    out.rounds.push_back(r);
+    if (r.accepted) {
+      out.solution.policy = b;
+      out.solution.policy_from = b.name;
+      out.fell_back = false;
+      break;
+    }
+  }
+  out.solution.policy.name = "policy";
+  return out;
+}
+
+}  // namespace emo::backends

@@ -1,0 +1,89 @@
+// The policy checked on the device before it is handed out (backends::optimize_checked): a plan whose
+// measured slowdown is over the check's limit is re-solved with a lower target or replaced by a baseline
+// that passes, and whatever comes out passes on the device.
+#include <gtest/gtest.h>
+
+#include "emo/backends/backends.h"
+#include "emo/optimize/optimize.h"
+#include "synth_workload.h"
+
+namespace emo::backends {
+namespace {
+
+// Measured slowdown (%) of a solution's policy, as the check runs it.
+double measured_pct(const optimize::Problem& pr, const optimize::Solution& s, double delta, const CheckOptions& c) {
+  auto pf = optimize::read_policy("policy", optimize::policy_json(pr, s, delta).dump(), *pr.workload,
+                                  pr.models->profile);
+  EXPECT_TRUE(pf.ok());
+  std::vector<int> clocks;
+  for (const auto& ap : pf->packs) clocks.push_back(ap.clock_mhz);
+  auto def = run_on_emulator("emulated:h100", *pr.workload, pf->packs, {}, {}, pr.default_clock_mhz, c.steps,
+                             "default", c.seed);
+  auto pol = run_on_emulator("emulated:h100", *pr.workload, pf->packs, clocks, {}, pr.default_clock_mhz, c.steps,
+                             "policy", c.seed);
+  EXPECT_TRUE(def.ok() && pol.ok());
+  return 100 * (pol->time_us / def->time_us - 1);
+}
+
+TEST(Check, ModelsThatUnderPredictSlowdownAreCaughtAndTheResultPasses) {
+  auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 8, 4, 11);
+  // Models fitted from runs labelled with clocks 12 % below the ones they ran at: every slowdown is
+  // believed to need a lower clock than it does, so plans slow the step more than predicted.
+  auto runs = profile_plan("emulated:h100", s->w, s->packing);
+  ASSERT_TRUE(runs.ok());
+  const int top = s->packing.plan_clocks_mhz.front();
+  for (auto& r : *runs) {
+    if (r.clock_mhz != top) r.clock_mhz = int(r.clock_mhz * 0.88);
+  }
+  auto m = pack::fit_pack_models(s->w, s->packing, *runs, s->profile);
+  ASSERT_TRUE(m.ok());
+  optimize::Problem pr = s->problem();
+  pr.models = &*m;
+  optimize::OptimizeOptions o;
+  o.max_slowdown = 0.05;
+  const CheckOptions c;
+  const double limit = 100 * o.max_slowdown * (1 - o.reserve / 2);
+
+  // Negative control: unchecked, the policy runs over the limit on the device.
+  auto plain = optimize::optimize(pr, o);
+  ASSERT_TRUE(plain.ok());
+  const double plain_pct = measured_pct(pr, *plain, o.max_slowdown, c);
+  EXPECT_GT(plain_pct, limit) << "the mislabelled models should mislead the optimizer";
+
+  auto checked = optimize_checked(pr, o, "emulated:h100", c);
+  ASSERT_TRUE(checked.ok()) << checked.error().what;
+  ASSERT_GE(checked->rounds.size(), 2u);
+  EXPECT_FALSE(checked->rounds.front().accepted);
+  EXPECT_NEAR(checked->rounds.front().measured_pct, plain_pct, 1e-9);  // the same plan, the same run
+  for (const CheckRound& r : checked->rounds) {
+    std::printf("%-12s reserve %.3f: predicted %+.2f %%, measured %+.2f %% %s\n", r.plan.c_str(), r.reserve,
+                r.predicted_pct, r.measured_pct, r.accepted ? "passed" : "");
+    EXPECT_EQ(r.accepted, r.measured_pct <= limit);
+  }
+  // A later dp round is made with a larger reserve (a lower plan target).
+  EXPECT_GT(checked->rounds[1].reserve, o.reserve);
+  const optimize::Solution& sol = checked->solution;
+  if (checked->fell_back) {
+    EXPECT_EQ(sol.policy.pack_clock_mhz, sol.default_plan.pack_clock_mhz);
+  } else {
+    const double final_pct = measured_pct(pr, sol, o.max_slowdown, c);
+    EXPECT_LE(final_pct, limit);
+    EXPECT_LT(sol.policy.energy_j, sol.default_plan.energy_j);
+  }
+  // The baselines are those of the plain solve (the user's reserve), not of the re-solves.
+  ASSERT_EQ(sol.baselines.size(), plain->baselines.size());
+  for (size_t i = 0; i < sol.baselines.size(); ++i)
+    EXPECT_EQ(sol.baselines[i].pack_clock_mhz, plain->baselines[i].pack_clock_mhz) << sol.baselines[i].name;
+}
+
+TEST(Check, BadCheckStepsIsAnError) {
+  auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 4, 4, 11);
+  CheckOptions c;
+  c.steps = 1;
+  auto r = optimize_checked(s->problem(), {}, "emulated:h100", c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().what.find("step"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace emo::backends
