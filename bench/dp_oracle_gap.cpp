@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
       pr.models = &s->models;
       pr.default_clock_mhz = int(s->profile.default_clock_mhz.value);
       pr.clocks_mhz = clocks;
+      pr.idle_from_replay = false;  // the MILP's model of idle inside packs (milp.h)
       for (double d : deltas) {
         optimize::OptimizeOptions o;
         o.max_slowdown = d;

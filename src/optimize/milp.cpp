@@ -89,6 +89,9 @@ struct GlpProb {
 Result<Plan> milp_oracle(const Problem& pr, double max_slowdown, const MilpOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (max_slowdown < 0) return make_error("milp", "max_slowdown must not be negative");
+  if (pr.idle_from_replay)
+    return make_error("milp", "the MILP models idle inside packs as measured",
+                      "set Problem::idle_from_replay = false (and compare the DP on that same problem)");
   const pack::Packing& p = *pr.packing;
   const graph::Graph& g = pr.workload->graph;
   const pack::PackModels& m = *pr.models;

@@ -56,6 +56,18 @@ Prepared prepare(const Problem& pr, bool tables) {
     }
   }
   std::sort(x.clocks.begin(), x.clocks.end());
+  if (pr.idle_from_replay) {
+    replay::Timeline tl0;
+    replay::Replayer(pr.workload->graph).run(tl0);
+    x.first_start0.assign(p.packs.size(), 0);
+    x.last_end0.assign(p.packs.size(), 0);
+    for (uint32_t k = 0; k < p.packs.size(); ++k) {
+      const pack::Pack& pk = p.packs[k];
+      if (pk.first_op > pk.last_op) continue;
+      x.first_start0[k] = tl0.start(p.gpus[pk.gpu].ops[pk.first_op]);
+      x.last_end0[k] = tl0.end(p.gpus[pk.gpu].ops[pk.last_op]);
+    }
+  }
   if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
   const size_t C = x.clocks.size();
   x.clock_index.assign(size_t(x.clocks.back()) + 1, -1);
@@ -148,8 +160,19 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   double e = 0;
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     auto [busy_s, ek] = pack_cost(pr, x, k, clocks[k]);
+    double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
+    const pack::Pack& pk = p.packs[k];
+    if (pr.idle_from_replay && pk.first_op <= pk.last_op) {
+      // The pack's span moves with its first and last op; what its busy time does not fill is idle.
+      const int64_t d_first = tl.start(p.gpus[pk.gpu].ops[pk.first_op]) - x.first_start0[k];
+      const int64_t d_last = tl.end(p.gpus[pk.gpu].ops[pk.last_op]) - x.last_end0[k];
+      const double span_s = double((pk.end_ns + d_last) - (pk.begin_ns + d_first)) * 1e-9;
+      const double idle_now = std::max(0.0, span_s - busy_s);
+      ek += (idle_now - idle_s) * m.idle_power_w(pk.gpu, clocks[k]);
+      idle_s = idle_now;
+    }
     e += ek;
-    covered_s[p.packs[k].gpu] += busy_s + double(x.pack_idle_ns[k]) * 1e-9;
+    covered_s[pk.gpu] += busy_s + idle_s;
   }
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const double rest = std::max(0.0, double(plan.time_ns) * 1e-9 - covered_s[gi]);

@@ -122,7 +122,7 @@ class Solver {
         return;
       }
       int64_t tk = -(pot_[t_] - pot_[s_]);
-      for (size_t v = 0; v < vcount_; ++v) d_clip[v] = popped_[v] ? dist_[v] : dt;
+      for (size_t v = 0; v < vcount_; ++v) d_clip[v] = std::min(dist_[v], dt);
       // Only nodes whose two ends are at different distances change duration within this phase.
       moving.clear();
       for (uint32_t i = 0; i < n_; ++i) {
@@ -215,6 +215,7 @@ class Solver {
     dist_.assign(vcount_, kFar);
     popped_.assign(vcount_, 0);
     level_.assign(vcount_, -1);
+    level_[t_] = 0;
     cur_.assign(vcount_, 0);
     units_.assign(n_, 0);
     choice_.assign(n_, kUnset);
@@ -298,6 +299,14 @@ class Solver {
 
   // Shortest distances from the source on reduced costs, up to the sink's; returns the sink's. Dial's
   // buckets for small distances (the usual case: the sink is a few units away), a heap beyond.
+  // The last round of the previous max flow left level_ >= 0 on exactly the vertices that reach the
+  // sink by open zero-reduced-cost arcs (its backward search ran to the end without meeting the
+  // source); the potentials have not moved since. Such a vertex w is at least as far as the sink
+  // (dist(t) <= dist(w) + 0) and reaching it at d puts the sink at most d away, so the search stops at
+  // its boundary instead of walking through the sink's side: the sink's distance is the smallest d at
+  // which that side is reached, and the vertices never scanned are all at or beyond it, where the
+  // potential update is clipped to that distance anyway. The search also stops as soon as the bucket
+  // of that distance comes up.
   int64_t dijkstra() {
     for (uint32_t v : touched_) dist_[v] = kFar, popped_[v] = 0;
     touched_.clear();
@@ -306,9 +315,14 @@ class Solver {
     auto cmp = [](const std::pair<int64_t, uint32_t>& a, const std::pair<int64_t, uint32_t>& b) {
       return a.first > b.first;
     };
+    int64_t reach_sink = kFar;
     auto relax = [&](uint32_t w, int64_t nd, int64_t d) {
       if (nd < d) {  // a negative reduced cost: the potentials are broken (a bug); stop rather than loop
         broken_ = true;
+        return;
+      }
+      if (level_[w] >= 0) {  // w reaches the sink at zero reduced cost: the sink is at most nd away
+        reach_sink = std::min(reach_sink, nd);
         return;
       }
       if (nd >= dist_[w]) return;
@@ -322,10 +336,8 @@ class Solver {
       }
     };
     relax(s_, 0, 0);
-    int64_t limit = kFar;
     auto scan = [&](uint32_t u, int64_t d) {
       popped_[u] = 1;
-      if (u == t_) limit = d;
       int64_t pu = pot_[u];
       for (uint32_t k = adj_begin_[u]; k < adj_begin_[u + 1]; ++k) {
         const Slot& sl = slot_[k];
@@ -333,9 +345,10 @@ class Solver {
         relax(sl.to, d + sl.cost + pu - pot_[sl.to], d);
       }
     };
-    for (size_t d = 0; d < kBuckets && int64_t(d) <= limit; ++d) {
+    for (size_t d = 0; d < kBuckets; ++d) {
       auto& b = buckets_[d];
       for (size_t q = 0; q < b.size(); ++q) {  // the bucket may grow while scanned (zero-cost arcs)
+        if (reach_sink <= int64_t(d)) return reach_sink;
         uint32_t u = b[q];
         if (popped_[u] || dist_[u] != int64_t(d)) continue;
         scan(u, int64_t(d));
@@ -345,20 +358,23 @@ class Solver {
       std::pop_heap(overflow_.begin(), overflow_.end(), cmp);
       auto [d, u] = overflow_.back();
       overflow_.pop_back();
+      if (reach_sink <= d) return reach_sink;
       if (popped_[u] || d != dist_[u]) continue;
-      if (d > limit) break;
       scan(u, d);
     }
-    return dist_[t_];
+    return reach_sink;
   }
 
-  // Dinic's maximum flow on the zero-reduced-cost arcs among the vertices Dijkstra reached. Returns
-  // false when the flow is unbounded (a source–sink path of unbounded arcs: the fastest makespan).
-  // Levels are hop distances to the sink (a backward search), so augmenting paths only visit
-  // vertices that reach the sink.
+  // Dinic's maximum flow on the zero-reduced-cost arcs. Returns false when the flow is unbounded (a
+  // source–sink path of unbounded arcs: the fastest makespan). Levels are hop distances to the sink (a
+  // backward search), so augmenting paths only visit vertices that reach the sink. Every arc of zero
+  // reduced cost is admissible, including those among vertices Dijkstra left at or beyond the sink's
+  // distance (their potentials all moved by the same Δ): augmenting on any zero-cost path keeps the
+  // flow optimal. On return (true), level_ >= 0 marks the vertices that still reach the sink, which
+  // the next dijkstra() uses; the sink keeps level 0 throughout.
   bool max_flow() {
     while (true) {
-      for (uint32_t v : touched_) level_[v] = -1;
+      for (uint32_t v : bfs_) level_[v] = -1;
       bfs_.clear();
       bfs_.push_back(t_);
       level_[t_] = 0;
@@ -368,7 +384,7 @@ class Solver {
         for (uint32_t k = adj_begin_[w]; k < adj_begin_[w + 1]; ++k) {
           const Slot& sl = slot_[k];  // w -> u; the arc u -> w is mirrored in in_open / in_cost
           uint32_t u = sl.to;
-          if (level_[u] < 0 && sl.in_open && popped_[u] && sl.in_cost + pot_[u] - pw == 0) {
+          if (level_[u] < 0 && sl.in_open && sl.in_cost + pot_[u] - pw == 0) {
             level_[u] = level_[w] + 1;
             bfs_.push_back(u);
           }
@@ -604,19 +620,33 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
   std::vector<FrontierPoint> pts;  // in generation order
   std::vector<size_t> pts_gen;
   Plan plan = fr.start_;
+  // Nodes are evaluated in id (topological) order with running sums and maxima; each node's running
+  // values are kept, so a plan only re-evaluates from its first node that changed since the last
+  // evaluated plan (the same additions in the same order: the same numbers as a full pass).
+  struct Running {
+    int64_t span;
+    double span_s, cost, sum_t, sum_e;
+  };
   std::vector<int64_t> fin(n);
   std::vector<double> fin_s(n);
+  std::vector<Running> running(n);
+  size_t stale = 0;  // first node whose fin / running values are out of date
   const double p_block = model.blocking_power_w;
   for (size_t g = 0; g < gen_time.size(); ++g) {
     size_t end = g + 1 < fr.change_begin_.size() ? fr.change_begin_[g + 1] : fr.changes_.size();
     for (size_t k = fr.change_begin_[g]; k < end; ++k) {
       plan.units[fr.changes_[k].node] = fr.changes_[k].units;
       plan.candidate[fr.changes_[k].node] = fr.changes_[k].candidate;
+      stale = std::min(stale, size_t(fr.changes_[k].node));
     }
     if (!keep[g]) continue;
     int64_t span = 0;
     double span_s = 0, cost = 0, sum_t = 0, sum_e = 0;
-    for (size_t v = 0; v < n; ++v) {
+    if (stale > 0) {
+      const Running& r = running[stale - 1];
+      span = r.span, span_s = r.span_s, cost = r.cost, sum_t = r.sum_t, sum_e = r.sum_e;
+    }
+    for (size_t v = stale; v < n; ++v) {
       int64_t start = 0;
       double start_s = 0;
       for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k) {
@@ -632,7 +662,9 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
       cost += tb.cost[size_t(plan.units[v] - tb.min_units)];
       sum_t += c.time_s;
       sum_e += c.energy_j;
+      running[v] = Running{span, span_s, cost, sum_t, sum_e};
     }
+    stale = n;
     if (span > gen_time[g])
       return make_error("", "internal: the plan for " + std::to_string(gen_time[g]) + " units takes " +
                                 std::to_string(span) + " units");

@@ -49,6 +49,7 @@ TEST(Milp, MatchesTheExhaustiveSearchOnSmallCases) {
     ASSERT_GE(P, 2u);
     ASSERT_LE(P, 7u);
     Problem pr = s->problem(kFiveClocks);
+    pr.idle_from_replay = false;  // the MILP's idle model; the DP below solves the same problem
     for (double d : {0.0, 0.02, 0.05, 0.10}) {
       MilpStats st;
       MilpOptions mo;
@@ -86,6 +87,7 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
     EXPECT_GE(P, 15u);
     EXPECT_LE(P, 30u);
     Problem pr = s->problem(*c.clocks);
+    pr.idle_from_replay = false;
     for (double d : {0.02, 0.05}) {
       OptimizeOptions o;
       o.max_slowdown = d;
@@ -117,6 +119,10 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
 TEST(Milp, LimitsAndImpossibleTargetsAreErrors) {
   auto s = setup(synth::Workload::kTrainDP, 1, 6, 5);
   Problem pr = s->problem(kFiveClocks);
+  auto replayed_idle = milp_oracle(pr, 0.05);  // the MILP cannot write replayed idle as constraints
+  ASSERT_FALSE(replayed_idle.ok());
+  EXPECT_NE(replayed_idle.error().what.find("idle"), std::string::npos);
+  pr.idle_from_replay = false;
   EXPECT_FALSE(milp_oracle(pr, -0.01).ok());  // faster than the default clock allows
   MilpOptions mo;
   mo.node_limit = 0;  // not even the root

@@ -34,7 +34,9 @@ struct MilpOptions {
 // The exact optimum over plans with every pack at a candidate clock (Problem::clocks_mhz, or the
 // default set), and the all-default plan, as exhaustive() searches; the returned plan is the MILP's,
 // verified by a full replay (its energy and the MILP's objective agree to 1e-6 relative).
-// Errors: max_slowdown < 0, no packs or clocks, a graph with negative latencies or durations, GLPK
+// It models idle inside packs as measured (Problem::idle_from_replay must be false: compare the DP on the
+// same problem). Errors: idle_from_replay set, max_slowdown < 0, no packs or clocks, a graph with negative
+// latencies or durations, GLPK
 // stopping at the time or node limit (or failing) before optimality is proven, a replay that disagrees.
 Result<Plan> milp_oracle(const Problem& problem, double max_slowdown, const MilpOptions& options = {});
 

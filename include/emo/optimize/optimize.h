@@ -26,6 +26,10 @@ struct Problem {
   const pack::PackModels* models = nullptr;
   int default_clock_mhz = 0;
   std::vector<int> clocks_mhz;  // candidate clocks (ascending); empty = every supported clock ≥ 0.45·f_max
+  // Idle inside a pack: true = its span in the plan's replay less its busy time at its clock (a host-bound
+  // pack whose kernels slow down idles less); false = as measured at the default clock (the model the MILP
+  // oracle writes as linear constraints).
+  bool idle_from_replay = true;
 };
 
 // A clock per pack (index = Packing::packs) and what the models predict for it.
