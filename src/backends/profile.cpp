@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "emo/base/parallel.h"
-
 #include "emo/backends/backends.h"
+#include "emo/base/parallel.h"
 #include "emo/emulator/emulator.h"
 #include "emulated_runs.h"
 

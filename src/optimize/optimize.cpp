@@ -4,14 +4,14 @@
 
 #include "internal.h"
 
-#include "emo/base/parallel.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+
+#include "emo/base/parallel.h"
 
 namespace emo::optimize {
 
