@@ -17,8 +17,10 @@ struct Prepared {
   std::vector<std::vector<uint32_t>> op_pack, op_sig, op_pos;  // per GPU op: pack, signature, position in its atom
   std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
   std::vector<int64_t> pack_idle_ns;              // idle inside each pack at the reference clock
-  // Per pack with ops, in the default clocks' replay: start of its first op, end of its last (ns).
+  // Per pack with ops, in the default clocks' replay: start of its first op, end of its last (ns), and
+  // that replay's begin.
   std::vector<int64_t> first_start0, last_end0;
+  int64_t begin0 = 0;
   std::vector<int> clocks;
   // Tables at the candidate clocks (filled when prepare() is asked for them), so that a replay of a
   // plan looks its numbers up: the index of a clock in `clocks` by MHz (−1: not a candidate), each op's

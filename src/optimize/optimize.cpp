@@ -56,9 +56,10 @@ Prepared prepare(const Problem& pr, bool tables) {
     }
   }
   std::sort(x.clocks.begin(), x.clocks.end());
-  if (pr.idle_from_replay) {
+  {
     replay::Timeline tl0;
     replay::Replayer(pr.workload->graph).run(tl0);
+    x.begin0 = tl0.begin_ns;
     x.first_start0.assign(p.packs.size(), 0);
     x.last_end0.assign(p.packs.size(), 0);
     for (uint32_t k = 0; k < p.packs.size(); ++k) {

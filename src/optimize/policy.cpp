@@ -55,8 +55,6 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   const int64_t lat_p99 = int64_t(prof.switch_latency_p99_ms.value * 1e6);
   // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved.
   const detail::Prepared x = detail::prepare(pr);
-  replay::Timeline tl0;
-  detail::predict_prepared(pr, x, std::vector<int>(p.packs.size(), pr.default_clock_mhz), "default", &tl0);
   auto begins_in = [&](const Plan& plan) {
     replay::Timeline tl;
     detail::predict_prepared(pr, x, plan.pack_clock_mhz, plan.name, &tl);
@@ -66,7 +64,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
       out[k] = pk.begin_ns;
       if (pk.first_op > pk.last_op) continue;
       const NodeId n = p.gpus[pk.gpu].ops[pk.first_op];
-      out[k] += (tl.start(n) - tl.begin_ns) - (tl0.start(n) - tl0.begin_ns);
+      out[k] += (tl.start(n) - tl.begin_ns) - (x.first_start0[k] - x.begin0);
     }
     return out;
   };
