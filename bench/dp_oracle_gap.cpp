@@ -3,6 +3,8 @@
 // clock set. Prints one row per case and the gap distribution. Figures: docs/optimize.md, "DP against
 // the exact optimum".
 //   dp_oracle_gap [--quick] [--only WORKLOAD]
+// EMO_GAP_DEBUG=1 prints both plans of every case over 1 %; EMO_GAP_SUBSETS=1 also replays every mix of
+// the runs where they differ (which halves of a trade are feasible alone).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -157,6 +159,24 @@ int main(int argc, char** argv) {
                      fmt::join(ex->pack_clock_mhz, " "));
           for (const auto& pk : s->packing.packs) fmt::print("{}{} ", pk.gpu, pk.slack == pack::SlackClass::kCritical ? "c" : "s");
           fmt::print("\n  dp time {} milp time {} target {}\n", sol->policy.time_ns, ex->time_ns, sol->plan_target_ns);
+          if (std::getenv("EMO_GAP_SUBSETS")) {
+            std::vector<std::vector<int>> groups;  // maximal runs of packs (per GPU) where the plans differ
+            const auto& a = sol->policy.pack_clock_mhz;
+            const auto& b = ex->pack_clock_mhz;
+            for (size_t k = 0; k < a.size(); ++k) {
+              if (a[k] == b[k]) continue;
+              if (!groups.empty() && groups.back().back() == int(k) - 1 && s->packing.packs[k].gpu == s->packing.packs[k - 1].gpu && b[k] == b[k-1])
+                groups.back().push_back(int(k));
+              else
+                groups.push_back({int(k)});
+            }
+            for (unsigned m = 0; m < (1u << groups.size()); ++m) {
+              std::vector<int> t = a;
+              for (size_t g = 0; g < groups.size(); ++g) if (m >> g & 1) for (int k : groups[g]) t[size_t(k)] = b[size_t(k)];
+              auto pl = optimize::predict(pr, t);
+              fmt::print("  subset {:0{}b}: time {} energy {:.4f} {}\n", m, groups.size(), pl.time_ns, pl.energy_j, pl.time_ns <= sol->plan_target_ns ? "ok" : "OVER");
+            }
+          }
         }
         std::fflush(stdout);
       }

@@ -268,6 +268,52 @@ std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t
 
 namespace {
 
+// Every plan one move away from `base`: one pack at another clock; a run of 2 … m−1 consecutive packs of
+// a GPU (wrapping from its last to its first) at one clock; a run of equal clocks moved elsewhere on its
+// GPU with any length, what it leaves taking the clock before it. Plans equal to `base` and
+// repeats are left out.
+std::vector<std::vector<int>> neighbour_moves(const std::vector<int>& base,
+                                              const std::vector<std::vector<uint32_t>>& gpu_packs,
+                                              const std::vector<int>& clocks) {
+  std::vector<std::vector<int>> out;
+  for (size_t gi = 0; gi < gpu_packs.size(); ++gi) {
+    const auto& ks = gpu_packs[gi];
+    const size_t m = ks.size();
+    const size_t longest = m <= 1 ? m : m - 1;
+    for (size_t len = 1; len <= longest; ++len) {
+      for (size_t i = 0; i < m; ++i) {
+        for (int c : clocks) {
+          std::vector<int> t = base;
+          bool changed = false;
+          for (size_t j = 0; j < len; ++j) {
+            int& v = t[ks[(i + j) % m]];
+            changed = changed || v != c;
+            v = c;
+          }
+          if (changed) out.push_back(std::move(t));
+        }
+      }
+    }
+    for (size_t i = 0; i < m; ++i) {
+      const int a = base[ks[i]], before = base[ks[(i + m - 1) % m]];
+      if (a == before) continue;
+      size_t len = 1;
+      while (len < m && base[ks[(i + len) % m]] == a) ++len;
+      for (size_t shift = 1; shift < m; ++shift) {
+        for (size_t len2 = 1; len2 < m; ++len2) {
+          std::vector<int> t = base;
+          for (size_t j = 0; j < len; ++j) t[ks[(i + j) % m]] = before;
+          for (size_t j = 0; j < len2; ++j) t[ks[(i + shift + j) % m]] = a;
+          if (t != base) out.push_back(std::move(t));
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 // The DP of one GPU's packs with the clock-switch energy between consecutive packs: state (budget
 // bucket, option of the previous pack). `sw_v[i]` (i ≥ 1) is pack i's switching energy curve: switching
 // between options a and b before pack i costs |sw_v[i][a] − sw_v[i][b]| (busy power rising with the
@@ -382,7 +428,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   auto check_all = [&](std::vector<std::vector<int>>& trials, const char* name) {
     std::vector<Plan> out(trials.size());
     auto one = [&](size_t i) { out[i] = predict_prepared(pr, x, std::move(trials[i]), name); };
-    if (parallel) {
+    if (parallel || double(trials.size()) * double(pr.workload->graph.num_points()) >= double(opt.parallel_min_points) * 16) {
       parallel_for(trials.size(), one, threads);
     } else {
       for (size_t i = 0; i < trials.size(); ++i) one(i);
@@ -573,8 +619,8 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   // Blocks: a run of consecutive packs of one GPU (wrapping from its last pack to its first) moved to
   // one clock together. Clock switches make a single slower pack cost more than it saves where a slower
   // run of packs pays; cases of up to 64 packs, bounded by `block_replays`.
-  if (P <= 64) {
-    int left = int(std::min<double>(opt.block_replays, std::max(100.0, opt.block_point_visits / points)));
+  int left = int(std::min<double>(opt.block_replays, std::max(100.0, opt.block_point_visits / points)));
+  auto polish_blocks = [&] {
     bool improved = true;
     while (improved && left > 0) {
       improved = false;
@@ -630,6 +676,64 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
         }
       }
       if (improved) polish_single();
+    }
+  };
+  if (P <= 64) polish_blocks();
+  // Kick and repair (cases of up to 64 packs): a trade between GPUs — one GPU's run made slower while
+  // another's is moved or made faster — is two moves, each of which alone breaks the target or costs
+  // more. Every move of neighbour_moves() is replayed from the converged plan; the `kicks_saving` that
+  // save the most energy per ns they overshoot the target and the `kicks_shortening` that shorten the
+  // step the most per joule they cost are the kicks. From each kick in turn every move is replayed
+  // again, and the cheapest plan that meets the target and beats the best is kept and polished again.
+  // Bounded by `kick_replays` (and `kick_point_visits` replayed points).
+  if (P <= 64 && opt.kick_replays > 0) {
+    int kick_left = int(std::min<double>(opt.kick_replays, opt.kick_point_visits / points));
+    bool improved = true;
+    while (improved) {
+      improved = false;
+      std::vector<std::vector<int>> n1 = neighbour_moves(best.pack_clock_mhz, gpu_packs, x.clocks);
+      if (int(n1.size()) > kick_left) break;
+      kick_left -= int(n1.size());
+      std::vector<Plan> p1 = check_all(n1, "policy");
+      const double over0 = double(s.plan_target_ns);
+      std::vector<std::pair<double, size_t>> saving, shortening;
+      const Plan* direct = nullptr;  // a single move that pays (the polish ran out of replays)
+      for (size_t i = 0; i < p1.size(); ++i) {
+        const Plan& pl = p1[i];
+        if (pl.feasible && pl.energy_j < (direct ? direct->energy_j : best.energy_j * (1 - 1e-9))) direct = &pl;
+        if (!pl.feasible && pl.energy_j < best.energy_j) {
+          saving.push_back({-(best.energy_j - pl.energy_j) / std::max(1.0, double(pl.time_ns) - over0), i});
+        } else if (pl.feasible && pl.time_ns < best.time_ns && pl.energy_j > best.energy_j) {
+          shortening.push_back({-double(best.time_ns - pl.time_ns) / (pl.energy_j - best.energy_j), i});
+        }
+      }
+      if (direct) {
+        best = *direct;
+        improved = true;
+        continue;
+      }
+      std::sort(saving.begin(), saving.end());
+      std::sort(shortening.begin(), shortening.end());
+      std::vector<size_t> kicks;
+      for (size_t i = 0; i < saving.size() && i < size_t(opt.kicks_saving); ++i) kicks.push_back(saving[i].second);
+      for (size_t i = 0; i < shortening.size() && i < size_t(opt.kicks_shortening); ++i) kicks.push_back(shortening[i].second);
+      for (size_t ki : kicks) {
+        std::vector<std::vector<int>> n2 = neighbour_moves(p1[ki].pack_clock_mhz, gpu_packs, x.clocks);
+        if (int(n2.size()) > kick_left) break;
+        kick_left -= int(n2.size());
+        const Plan* found = nullptr;
+        std::vector<Plan> p2 = check_all(n2, "policy");
+        for (const Plan& pl : p2) {
+          if (pl.feasible && pl.energy_j < (found ? found->energy_j : best.energy_j * (1 - 1e-9))) found = &pl;
+        }
+        if (found) {
+          best = *found;
+          improved = true;
+          polish_single();
+          polish_blocks();
+          break;
+        }
+      }
     }
   }
   s.policy = best;

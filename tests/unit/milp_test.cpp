@@ -79,7 +79,7 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
       {synth::Workload::kTrainPP, 2, 2, 2.0, &kFiveClocks},
       {synth::Workload::kTrainTP, 2, 4, 2.0, &kFiveClocks},
   };
-  double worst = 0, sum = 0;
+  double worst = 0, sum = 0, worst_without_kicks = 0;
   int n = 0;
   for (const C& c : cases) {
     auto s = setup(c.kind, c.ranks, c.layers, c.min_pack_ms);
@@ -106,14 +106,22 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
                   static_cast<long long>(st.nodes), st.solve_ms, 100 * gap);
       EXPECT_LE(sol->policy.time_ns, sol->plan_target_ns);
       EXPECT_GE(gap, -1e-9) << "the DP beat the proven optimum: the MILP is not exact";
-      // Goal 1 %; a few pipeline cases reach 1.1 % (docs/optimize.md, "DP against the exact optimum").
-      EXPECT_LE(gap, 0.015) << d;
+      EXPECT_LE(gap, 0.01) << d;  // the goal (docs/optimize.md, "DP against the exact optimum")
       sum += gap;
       ++n;
+      // Without kick and repair the trades between GPUs are out of reach: the pipeline and tensor-parallel
+      // cases at 5 % end 1.1–1.2 % above the optimum.
+      o.kick_replays = 0;
+      auto no_kicks = optimize(pr, o);
+      ASSERT_TRUE(no_kicks.ok());
+      EXPECT_GE(no_kicks->policy.energy_j, sol->policy.energy_j * (1 - 1e-9));
+      worst_without_kicks = std::max(worst_without_kicks, no_kicks->policy.energy_j / milp->energy_j - 1);
     }
   }
-  std::printf("mean gap %.3f %%, worst %.3f %%\n", 100 * sum / n, 100 * worst);
-  EXPECT_LE(sum / n, 0.01) << "the DP misses the 1 % goal on average";
+  std::printf("mean gap %.3f %%, worst %.3f %% (without kick and repair: worst %.3f %%)\n", 100 * sum / n, 100 * worst,
+              100 * worst_without_kicks);
+  EXPECT_LE(sum / n, 0.002);
+  EXPECT_GT(worst_without_kicks, 0.01);
 }
 
 TEST(Milp, LimitsAndImpossibleTargetsAreErrors) {

@@ -53,9 +53,18 @@ struct OptimizeOptions {
   double polish_point_visits = 5e7;  // ... and at most this many replayed points (large graphs), ≥ 200 replays
   int block_replays = 4000;   // replays spent moving runs of consecutive packs of a GPU to one clock
   double block_point_visits = 2e7;  // ... and at most this many replayed points, ≥ 100 replays
+  // Kick and repair on up to 64 packs: from the converged plan, the `kicks_saving` moves that save the
+  // most energy per ns over the target and the `kicks_shortening` that shorten the step the most per
+  // joule, each followed by every move that repairs it; at most `kick_replays` replays and
+  // `kick_point_visits` replayed points in all. 0 turns it off.
+  int kick_replays = 60000;
+  double kick_point_visits = 5e8;
+  int kicks_saving = 6;
+  int kicks_shortening = 2;
   // Trial plans that do not depend on each other are replayed on up to `threads` threads (0: EMO_THREADS
-  // or the hardware's) once the step has at least `parallel_min_points` points (a replay of a smaller one
-  // is quicker than starting a thread). The result does not depend on either.
+  // or the hardware's) once the step has at least `parallel_min_points` points, or a batch of trials
+  // 16 times that many (a replay of a smaller one is quicker than starting a thread). The result does
+  // not depend on either.
   int threads = 0;
   size_t parallel_min_points = 100000;
 };
