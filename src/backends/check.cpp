@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "emo/backends/backends.h"
 
@@ -17,11 +18,27 @@ Result<optimize::PolicyFile> applied(const optimize::Problem& pr, const optimize
 
 }  // namespace
 
+StepSlowdown step_slowdown(const std::vector<double>& step_us, double default_us) {
+  StepSlowdown out;
+  const size_t n = step_us.size();
+  if (n == 0 || !(default_us > 0)) return out;
+  double mean = 0;
+  for (double v : step_us) mean += v;
+  mean /= double(n);
+  double var = 0;
+  for (double v : step_us) var += (v - mean) * (v - mean);
+  var = n > 1 ? var / double(n - 1) : 0;
+  out.steps = int(n);
+  out.mean_pct = 100 * (mean / default_us - 1);
+  out.bound_pct = out.mean_pct + 100 * 2 * std::sqrt(var / double(n)) / default_us;
+  return out;
+}
+
 nlohmann::json check_json(const Checked& c) {
   nlohmann::json rounds = nlohmann::json::array();
   for (const CheckRound& r : c.rounds) {
     rounds.push_back({{"plan", r.plan}, {"reserve", r.reserve}, {"predicted_pct", r.predicted_pct}, {"measured_pct", r.measured_pct},
-                      {"accepted", r.accepted}});
+                      {"bound_pct", r.bound_pct}, {"steps", r.steps}, {"accepted", r.accepted}});
   }
   return {{"rounds", rounds}, {"fell_back", c.fell_back}};
 }
@@ -29,6 +46,7 @@ nlohmann::json check_json(const Checked& c) {
 Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::OptimizeOptions& options,
                                  const std::string& device_spec, const CheckOptions& check) {
   if (check.steps < 2) return make_error("check", "at least 2 steps per check run are needed (the first is a warm-up)");
+  if (check.max_steps < check.steps) return make_error("check", "max_steps must be at least steps");
   Checked out;
   auto sol = optimize::optimize(pr, options);
   if (!sol) return sol.error();
@@ -41,13 +59,23 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
   auto def = run_on_emulator(device_spec, *pr.workload, packs, {}, {}, pr.default_clock_mhz, check.steps, "default",
                              check.seed);
   if (!def) return def.error();
-  const double accept_pct = 100 * delta * (1 - options.reserve / 2);
-  // One check run: the measured slowdown of per-pack clocks issued at the given times.
-  auto measure = [&](const std::vector<int>& clocks, const std::vector<int64_t>& issues) -> Result<double> {
-    auto m = run_on_emulator(device_spec, *pr.workload, packs, clocks, issues, pr.default_clock_mhz, check.steps,
-                             "check", check.seed);
-    if (!m) return m.error();
-    return 100 * (m->time_us / def->time_us - 1);
+  // The mean must keep half of the reserve; mean + 2 standard errors must stay within the target.
+  const double accept_pct = 100 * delta * (1 - options.reserve / 2), bound_limit_pct = 100 * delta;
+  // Check runs of per-pack clocks issued at the given times: the mean slowdown over the measured steps
+  // and its upper bound; run again with more steps when only the spread stands between it and the limit.
+  auto measure = [&](CheckRound& r, const std::vector<int>& clocks, const std::vector<int64_t>& issues) -> Status {
+    for (int steps : {check.steps, check.max_steps}) {
+      auto m = run_on_emulator(device_spec, *pr.workload, packs, clocks, issues, pr.default_clock_mhz, steps, "check",
+                               check.seed);
+      if (!m) return m.error();
+      const StepSlowdown sl = step_slowdown(m->step_us, def->time_us);
+      r.steps = sl.steps;
+      r.measured_pct = sl.mean_pct;
+      r.bound_pct = sl.bound_pct;
+      r.accepted = r.measured_pct <= accept_pct && r.bound_pct <= bound_limit_pct;
+      if (r.accepted || r.measured_pct > accept_pct || steps == check.max_steps) break;
+    }
+    return {};
   };
   // The baselines stay those of the first solve: each is what its method reaches at the user's reserve.
   const std::vector<optimize::Plan> baselines = out.solution.baselines;
@@ -57,19 +85,18 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
     const optimize::Solution& s = out.solution;
     std::vector<int> clocks;
     for (const auto& ap : pf->packs) clocks.push_back(ap.clock_mhz);
-    auto measured = measure(clocks, {});
-    if (!measured) return measured.error();
     CheckRound r;
     r.plan = s.policy_from;
     r.reserve = o.reserve;
     r.predicted_pct = 100 * (double(s.policy.time_ns) / double(s.default_plan.time_ns) - 1);
-    r.measured_pct = *measured;
-    r.accepted = r.measured_pct <= accept_pct;
+    if (Status st = measure(r, clocks, {}); !st) return st.error();
     out.rounds.push_back(r);
     if (r.accepted) break;
-    // Aim the next plan's true slowdown where this one's plan target was: lower the target by the excess.
+    // Aim the next plan's true slowdown where this one's plan target was: lower the target by the excess
+    // (of the mean over the check's limit, or of the bound over the target).
     const double planned = double(s.plan_target_ns) / double(s.default_plan.time_ns) - 1;
-    const double next = planned - (r.measured_pct / 100 - delta * (1 - options.reserve));
+    const double excess = std::max(r.measured_pct - accept_pct, r.bound_pct - bound_limit_pct) / 100;
+    const double next = planned - excess - delta * options.reserve / 2;
     if (round >= check.rounds || next <= 0) {
       out.fell_back = true;  // no round passed: the default clocks, unless a baseline passes below
       out.solution.policy = out.solution.default_plan;
@@ -98,14 +125,11 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
       if (fb.name == b.name) stored = &fb;
     }
     if (!stored) continue;
-    auto measured = measure(stored->clocks_mhz, stored->issue_at_ns);
-    if (!measured) return measured.error();
     CheckRound r;
     r.plan = b.name;
     r.reserve = options.reserve;
     r.predicted_pct = 100 * (double(b.time_ns) / double(out.solution.default_plan.time_ns) - 1);
-    r.measured_pct = *measured;
-    r.accepted = r.measured_pct <= accept_pct;
+    if (Status st = measure(r, stored->clocks_mhz, stored->issue_at_ns); !st) return st.error();
     out.rounds.push_back(r);
     if (r.accepted) {
       out.solution.policy = b;

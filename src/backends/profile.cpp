@@ -109,7 +109,10 @@ Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::W
   Measured m;
   m.name = name;
   double t = 0;
-  for (size_t i = run->step_ns.size() > 1 ? 1 : 0; i < run->step_ns.size(); ++i) t += double(run->step_ns[i]);
+  for (size_t i = run->step_ns.size() > 1 ? 1 : 0; i < run->step_ns.size(); ++i) {
+    t += double(run->step_ns[i]);
+    m.step_us.push_back(double(run->step_ns[i]) / 1e3);
+  }
   const size_t n = run->step_ns.size() > 1 ? run->step_ns.size() - 1 : 1;
   m.time_us = t / double(n) / 1e3;
   m.energy_j = run->energy_j / double(run->step_ns.size());

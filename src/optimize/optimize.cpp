@@ -274,7 +274,20 @@ namespace {
 // repeats are left out.
 std::vector<std::vector<int>> neighbour_moves(const std::vector<int>& base,
                                               const std::vector<std::vector<uint32_t>>& gpu_packs,
-                                              const std::vector<int>& clocks) {
+                                              const std::vector<int>& all_clocks) {
+  // Of many candidate clocks (81 on an H100), 12 spread over the range and the plan's own clocks with
+  // their two neighbours on either side.
+  const size_t nc = all_clocks.size();
+  std::vector<char> keep(nc, nc <= 12);
+  for (size_t j = 0; j < 12 && nc > 12; ++j) keep[(j * (nc - 1) + 5) / 11] = 1;
+  for (size_t i = 0; i < nc; ++i) {
+    if (std::find(base.begin(), base.end(), all_clocks[i]) == base.end()) continue;
+    for (size_t d = i >= 2 ? i - 2 : 0; d <= i + 2 && d < nc; ++d) keep[d] = 1;
+  }
+  std::vector<int> clocks;
+  for (size_t i = 0; i < nc; ++i) {
+    if (keep[i]) clocks.push_back(all_clocks[i]);
+  }
   std::vector<std::vector<int>> out;
   for (size_t gi = 0; gi < gpu_packs.size(); ++gi) {
     const auto& ks = gpu_packs[gi];

@@ -3,6 +3,8 @@
 // that passes, and whatever comes out passes on the device.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "emo/backends/backends.h"
 #include "emo/optimize/optimize.h"
 #include "synth_workload.h"
@@ -56,9 +58,11 @@ TEST(Check, ModelsThatUnderPredictSlowdownAreCaughtAndTheResultPasses) {
   EXPECT_FALSE(checked->rounds.front().accepted);
   EXPECT_NEAR(checked->rounds.front().measured_pct, plain_pct, 1e-9);  // the same plan, the same run
   for (const CheckRound& r : checked->rounds) {
-    std::printf("%-12s reserve %.3f: predicted %+.2f %%, measured %+.2f %% %s\n", r.plan.c_str(), r.reserve,
-                r.predicted_pct, r.measured_pct, r.accepted ? "passed" : "");
-    EXPECT_EQ(r.accepted, r.measured_pct <= limit);
+    std::printf("%-12s reserve %.3f: predicted %+.2f %%, measured %+.2f %% (%d steps, bound %+.2f %%) %s\n",
+                r.plan.c_str(), r.reserve, r.predicted_pct, r.measured_pct, r.steps, r.bound_pct,
+                r.accepted ? "passed" : "");
+    EXPECT_EQ(r.accepted, r.measured_pct <= limit && r.bound_pct <= 100 * o.max_slowdown);
+    EXPECT_GE(r.bound_pct, r.measured_pct);
   }
   // A later dp round is made with a larger reserve (a lower plan target).
   EXPECT_GT(checked->rounds[1].reserve, o.reserve);
@@ -76,6 +80,25 @@ TEST(Check, ModelsThatUnderPredictSlowdownAreCaughtAndTheResultPasses) {
     EXPECT_EQ(sol.baselines[i].pack_clock_mhz, plain->baselines[i].pack_clock_mhz) << sol.baselines[i].name;
 }
 
+// The check's statistic: the mean slowdown over the measured steps and mean + 2 standard errors.
+TEST(Check, StepSlowdownBoundGrowsWithTheSpreadAndShrinksWithMoreSteps) {
+  const StepSlowdown steady = step_slowdown({104, 104, 104, 104}, 100);
+  EXPECT_NEAR(steady.mean_pct, 4.0, 1e-12);
+  EXPECT_NEAR(steady.bound_pct, 4.0, 1e-12);  // no spread: the bound is the mean
+  EXPECT_EQ(steady.steps, 4);
+  // Same mean, steps ±2 %: sample sd 2.31 %, standard error 1.15 %, bound 4 + 2.31 %.
+  const StepSlowdown varying = step_slowdown({102, 106, 102, 106}, 100);
+  EXPECT_NEAR(varying.mean_pct, 4.0, 1e-12);
+  EXPECT_NEAR(varying.bound_pct, 4.0 + 2 * std::sqrt(16.0 / 3 / 4), 1e-9);
+  // The same spread over four times the steps: about half the margin (the sample sd's n − 1 aside).
+  const StepSlowdown longer = step_slowdown({102, 106, 102, 106, 102, 106, 102, 106, 102, 106, 102, 106, 102, 106,
+                                             102, 106}, 100);
+  EXPECT_NEAR(longer.bound_pct - longer.mean_pct, 2 * std::sqrt(4.0 * 16 / 15 / 16), 1e-9);
+  EXPECT_LT(longer.bound_pct, varying.bound_pct);
+  const StepSlowdown one = step_slowdown({103}, 100);  // one step: no spread to estimate
+  EXPECT_NEAR(one.bound_pct, 3.0, 1e-12);
+}
+
 TEST(Check, BadCheckStepsIsAnError) {
   auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 4, 4, 11);
   CheckOptions c;
@@ -83,6 +106,11 @@ TEST(Check, BadCheckStepsIsAnError) {
   auto r = optimize_checked(s->problem(), {}, "emulated:h100", c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().what.find("step"), std::string::npos);
+  c.steps = 3;
+  c.max_steps = 2;
+  auto fewer = optimize_checked(s->problem(), {}, "emulated:h100", c);
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_NE(fewer.error().what.find("max_steps"), std::string::npos);
 }
 
 }  // namespace

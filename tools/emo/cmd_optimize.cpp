@@ -121,8 +121,8 @@ void add_optimize(CLI::App& root, Action& action) {
                     100.0 * (1 - pl.energy_j / s->default_plan.energy_j));
       };
       for (const auto& r : checked->rounds) {
-        std::printf("check on %s: %s plan (reserve %.2f): %+.2f %% predicted, %+.2f %% measured: %s\n",
-                    check_on.c_str(), r.plan.c_str(), r.reserve, r.predicted_pct, r.measured_pct,
+        std::printf("check on %s: %s plan (reserve %.2f): %+.2f %% predicted, %+.2f %% measured (%d steps, bound %+.2f %%): %s\n",
+                    check_on.c_str(), r.plan.c_str(), r.reserve, r.predicted_pct, r.measured_pct, r.steps, r.bound_pct,
                     r.accepted ? "passed" : "over the check's limit");
       }
       if (checked->fell_back) std::printf("  no plan passed the check: the policy keeps the default clocks\n");

@@ -79,6 +79,7 @@ struct Measured {
   std::string name;
   double time_us = 0;    // mean step time
   double energy_j = 0;   // energy per step, all GPUs, busy and idle
+  std::vector<double> step_us;  // each step's time, the first (warm-up) left out unless it is the only one
 };
 // `packs` from read_policy; `clocks` one per pack (the policy's or a baseline's; empty = default clock);
 // `issue_at_ns` one per pack (empty = the packs' own).
@@ -98,8 +99,13 @@ Result<Measured> run_on_emulator(const std::string& device_spec, const analysis:
 // checked the same way, cheapest first, and the first that passes becomes the policy (the baselines
 // themselves stay as solved at the user's reserve). Only step times measured on the device are read,
 // as on hardware.
+// A plan passes when its mean slowdown over the measured steps keeps half of the reserve (within
+// max_slowdown·(1 − reserve/2)) and the mean + 2 standard errors is within max_slowdown. Where the
+// steps vary (many clock changes whose latencies land differently from step to step) and the mean
+// passes but the bound does not, the plan is run again for `max_steps`.
 struct CheckOptions {
   int steps = 3;        // steps per check run (the first is a warm-up)
+  int max_steps = 9;    // ... and per run again when the steps vary too much to decide
   int rounds = 3;       // re-solves at most
   uint64_t seed = 1717; // not the evaluation's seed
 };
@@ -107,15 +113,26 @@ struct CheckRound {
   std::string plan;           // where the plan checked came from: "dp", a baseline's name, "default"
   double reserve = 0;         // the reserve this round's plan was made with
   double predicted_pct = 0;   // the plan's slowdown in the models' replay
-  double measured_pct = 0;    // ... and on the device
-  bool accepted = false;
+  double measured_pct = 0;    // ... and on the device: the mean over the measured steps
+  double bound_pct = 0;       // measured_pct + 2 standard errors of it (steps vary)
+  int steps = 0;              // steps measured (warm-up left out)
+  bool accepted = false;      // measured_pct within max_slowdown·(1 − reserve/2), bound_pct within max_slowdown
 };
+// One check run's steps against the default clocks' mean step time: the mean slowdown (%), and the
+// mean + 2 standard errors of it (the sample standard deviation over √steps; the mean alone for one step).
+struct StepSlowdown {
+  double mean_pct = 0;
+  double bound_pct = 0;
+  int steps = 0;
+};
+StepSlowdown step_slowdown(const std::vector<double>& step_us, double default_us);
 struct Checked {
   optimize::Solution solution;
   std::vector<CheckRound> rounds;
   bool fell_back = false;  // nothing passed: the default clocks are the policy
 };
-// {"rounds": [{"plan", "reserve", "predicted_pct", "measured_pct", "accepted"}...], "fell_back": bool}
+// {"rounds": [{"plan", "reserve", "predicted_pct", "measured_pct", "bound_pct", "steps", "accepted"}...],
+//  "fell_back": bool}
 nlohmann::json check_json(const Checked& c);
 Result<Checked> optimize_checked(const optimize::Problem& problem, const optimize::OptimizeOptions& options,
                                  const std::string& device_spec, const CheckOptions& check = {});
