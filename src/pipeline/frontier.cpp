@@ -17,8 +17,13 @@
 // (the price of one unit of time at which the node moves from u_{j−1} to u_j), at cost −u_j per unit.
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
+#include "emo/base/parallel.h"
 #include "emo/pipeline/pipeline.h"
 
 namespace emo::pipeline {
@@ -89,6 +94,21 @@ Kind make_kind(const InstructionModel& im, Accounting accounting) {
   return k;
 }
 
+// One node's interval in a phase: its two ends' potentials differ by `tension` at θ = 0 and move
+// by min(d_in, θ) and min(d_out, θ) (their distances, clipped to the phase's span).
+struct PlanInput {
+  uint32_t node;
+  int64_t tension, d_in, d_out;
+};
+
+// What the plans of one phase need: the deadlines deadline − θ for θ = 0 .. span − 1; at θ = 0 the
+// nodes of `first` (every node whose interval moved since its last plan) are set, at θ >= 1 those
+// of `moving` (the nodes whose interval moves within the phase).
+struct PhaseInput {
+  int64_t deadline = 0, span = 0;
+  std::vector<PlanInput> first, moving;
+};
+
 class Solver {
  public:
   Solver(const PipelineDag& dag, std::vector<Kind> kinds)
@@ -99,13 +119,13 @@ class Solver {
     build_network();
   }
 
-  // Runs every phase; calls emit(T) after setting units_/choice_ to the optimal plan for deadline T,
-  // for T from the slowest makespan down to the fastest. changed() lists the nodes whose plan entry
-  // changed since the previous emit.
-  template <class Emit>
-  void run(Emit&& emit) {
+  // Runs every phase; calls on_phase(PhaseInput&&) with what the plans of the phase's deadlines
+  // need (see PhaseInput), for T from the slowest makespan down to the fastest.
+  template <class OnPhase>
+  void run(OnPhase&& on_phase) {
     init_potentials();
-    std::vector<int64_t> d_clip(vcount_);
+    int64_t dt = 0;
+    auto d_clip = [&](uint32_t v) { return std::min(dist_[v], dt); };  // kFar where not reached
     std::vector<uint32_t> moving, pending;
     std::vector<char> is_pending(n_, 1);
     for (uint32_t i = 0; i < n_; ++i) pending.push_back(i);
@@ -114,52 +134,57 @@ class Solver {
         if (!is_pending[i]) is_pending[i] = 1, pending.push_back(i);
       }
     };
+    auto entries = [&](const std::vector<uint32_t>& nodes, std::vector<PlanInput>& out) {
+      out.reserve(nodes.size());
+      for (uint32_t i : nodes)
+        out.push_back(PlanInput{i, pot_[2 * i] - pot_[2 * i + 1], d_clip(2 * i), d_clip(2 * i + 1)});
+    };
     while (true) {
-      int64_t dt = dijkstra();
+      dt = dijkstra();
       ++phases_;
       if (dt >= kFar || broken_) {  // cannot happen: node and precedence arcs always leave a path open
         broken_ = true;
         return;
       }
-      int64_t tk = -(pot_[t_] - pot_[s_]);
-      for (size_t v = 0; v < vcount_; ++v) d_clip[v] = std::min(dist_[v], dt);
+      PhaseInput ph;
+      ph.deadline = -(pot_[t_] - pot_[s_]);
+      ph.span = dt;
       // Only nodes whose two ends are at different distances change duration within this phase.
       moving.clear();
       for (uint32_t i = 0; i < n_; ++i) {
-        if (d_clip[2 * i] != d_clip[2 * i + 1]) moving.push_back(i);
+        if (d_clip(2 * i) != d_clip(2 * i + 1)) moving.push_back(i);
       }
-      for (int64_t theta = 0; theta < dt; ++theta) {
-        changed_.clear();
-        if (theta == 0) {
-          add_pending(moving);
-          set_plan(pending, d_clip, theta);
-          for (uint32_t i : pending) is_pending[i] = 0;
-          pending.clear();
-        } else {
-          set_plan(moving, d_clip, theta);
-        }
-        emit(tk - theta);
+      if (dt > 0) {  // (the first phase can have none: the slowest plan's critical path is tight)
+        add_pending(moving);
+        entries(pending, ph.first);
+        for (uint32_t i : pending) is_pending[i] = 0;
+        pending.clear();
+        if (dt > 1) entries(moving, ph.moving);
+        on_phase(std::move(ph));
       }
       add_pending(moving);
-      for (size_t v = 0; v < vcount_; ++v) pot_[v] += d_clip[v];
+      // The potentials move by min(dist, Δ): all by Δ but for the vertices reached closer than the
+      // sink. Only differences of potentials matter, so the common Δ is left out of all of them.
+      for (uint32_t v : touched_) pot_[v] += d_clip(v) - dt;
       if (!max_flow()) {  // unbounded: every critical path is at its fastest; this is the fastest plan
-        std::fill(d_clip.begin(), d_clip.end(), 0);
-        changed_.clear();
-        set_plan(pending, d_clip, 0);
-        emit(-(pot_[t_] - pot_[s_]));
+        dt = 0;           // so that d_clip() is 0 everywhere
+        PhaseInput last;
+        last.deadline = -(pot_[t_] - pot_[s_]);
+        last.span = 1;
+        entries(pending, last.first);
+        on_phase(std::move(last));
         return;
       }
     }
   }
 
-  const std::vector<uint32_t>& changed() const { return changed_; }
   size_t phases() const { return phases_; }
   int64_t slowest_units() const { return slowest_; }
-  const std::vector<int64_t>& units() const { return units_; }
-  const std::vector<uint32_t>& choice() const { return choice_; }  // index into the node's Kind
-  const Kind& kind(size_t node) const { return kinds_[kind_of_[node]]; }
-  double cost_sum() const { return cost_sum_; }
   bool broken() const { return broken_; }
+
+  const Kind& kind(size_t node) const { return kinds_[kind_of_[node]]; }
+  const std::vector<Kind>& kinds() const { return kinds_; }
+  const std::vector<uint32_t>& kind_of() const { return kind_of_; }
 
  private:
   // Vertices: in(i) = 2i, out(i) = 2i + 1, then source and sink. Arcs: the nodes (in → out), then
@@ -216,13 +241,13 @@ class Solver {
     popped_.assign(vcount_, 0);
     level_.assign(vcount_, -1);
     level_[t_] = 0;
+    bfs_.assign(vcount_, 0);
     cur_.assign(vcount_, 0);
-    units_.assign(n_, 0);
-    choice_.assign(n_, kUnset);
   }
 
   void set_slot(uint32_t k, double cap, int32_t cost) {
     cap_[k] = cap;
+    if (slot_[k].open == (cap > 0) && slot_[k].cost == cost) return;  // only the capacity moved
     slot_[k].cost = cost, slot_[k].open = cap > 0;
     Slot& r = slot_[rev_[k]];
     r.in_cost = cost, r.in_open = cap > 0;
@@ -299,7 +324,7 @@ class Solver {
 
   // Shortest distances from the source on reduced costs, up to the sink's; returns the sink's. Dial's
   // buckets for small distances (the usual case: the sink is a few units away), a heap beyond.
-  // The last round of the previous max flow left level_ >= 0 on exactly the vertices that reach the
+  // The last round of the previous max flow left level_ >= base_ on exactly the vertices that reach the
   // sink by open zero-reduced-cost arcs (its backward search ran to the end without meeting the
   // source); the potentials have not moved since. Such a vertex w is at least as far as the sink
   // (dist(t) <= dist(w) + 0) and reaching it at d puts the sink at most d away, so the search stops at
@@ -321,7 +346,7 @@ class Solver {
         broken_ = true;
         return;
       }
-      if (level_[w] >= 0) {  // w reaches the sink at zero reduced cost: the sink is at most nd away
+      if (level_[w] >= base_) {  // w reaches the sink at zero reduced cost: the sink is at most nd away
         reach_sink = std::min(reach_sink, nd);
         return;
       }
@@ -370,28 +395,42 @@ class Solver {
   // backward search), so augmenting paths only visit vertices that reach the sink. Every arc of zero
   // reduced cost is admissible, including those among vertices Dijkstra left at or beyond the sink's
   // distance (their potentials all moved by the same Δ): augmenting on any zero-cost path keeps the
-  // flow optimal. On return (true), level_ >= 0 marks the vertices that still reach the sink, which
-  // the next dijkstra() uses; the sink keeps level 0 throughout.
+  // flow optimal. On return (true), level_ >= base_ marks the vertices that still reach the sink, which
+  // the next dijkstra() uses (the sink at base_ itself).
   bool max_flow() {
+    // Levels are stored offset by a base that moves past every stored level at each round, so
+    // that a new round needs no pass to clear the previous one's: level_[v] < base_ is "no level".
+    int* level = level_.data();
+    uint32_t* queue = bfs_.data();
+    const uint32_t* adj = adj_begin_.data();
+    const Slot* slot = slot_.data();
+    const int64_t* pot = pot_.data();
     while (true) {
-      for (uint32_t v : bfs_) level_[v] = -1;
-      bfs_.clear();
-      bfs_.push_back(t_);
-      level_[t_] = 0;
-      for (size_t q = 0; q < bfs_.size() && level_[s_] < 0; ++q) {
-        uint32_t w = bfs_[q];
-        int64_t pw = pot_[w];
-        for (uint32_t k = adj_begin_[w]; k < adj_begin_[w + 1]; ++k) {
-          const Slot& sl = slot_[k];  // w -> u; the arc u -> w is mirrored in in_open / in_cost
+      if (base_ > std::numeric_limits<int>::max() / 2) {
+        std::fill(level_.begin(), level_.end(), -1);
+        base_ = 0;
+      }
+      base_ = base_ + int(vcount_) + 1;
+      int base = base_;
+      queue[0] = t_;
+      level[t_] = base;
+      cur_[t_] = adj[t_];
+      size_t tail = 1;
+      for (size_t q = 0; q < tail && level[s_] < base; ++q) {
+        uint32_t w = queue[q];
+        int64_t pw = pot[w];
+        int next = level[w] + 1;
+        for (uint32_t k = adj[w], e = adj[w + 1]; k < e; ++k) {
+          const Slot& sl = slot[k];  // w -> u; the arc u -> w is mirrored in in_open / in_cost
           uint32_t u = sl.to;
-          if (level_[u] < 0 && sl.in_open && sl.in_cost + pot_[u] - pw == 0) {
-            level_[u] = level_[w] + 1;
-            bfs_.push_back(u);
+          if (level[u] < base && sl.in_open && sl.in_cost + pot[u] - pw == 0) {
+            level[u] = next;
+            cur_[u] = adj[u];
+            queue[tail++] = u;
           }
         }
       }
-      if (level_[s_] < 0) return true;
-      for (uint32_t v : bfs_) cur_[v] = adj_begin_[v];
+      if (level[s_] < base) return true;
       if (!blocking_flow()) return false;
     }
   }
@@ -423,10 +462,12 @@ class Solver {
       }
       bool advanced = false;
       int64_t pu = pot_[u];
-      for (; cur_[u] < adj_begin_[u + 1]; ++cur_[u]) {
-        uint32_t k = cur_[u];
+      int want = level_[u] - 1;
+      uint32_t k = cur_[u], e = adj_begin_[u + 1];
+      for (; k < e; ++k) {
         const Slot& sl = slot_[k];
-        if (level_[sl.to] == level_[u] - 1 && sl.open && sl.cost + pu - pot_[sl.to] == 0) {
+        if (level_[sl.to] == want && sl.open && sl.cost + pu - pot_[sl.to] == 0) {
+          cur_[u] = k;
           path_.push_back(k);
           u = sl.to;
           advanced = true;
@@ -434,36 +475,17 @@ class Solver {
         }
       }
       if (advanced) continue;
+      cur_[u] = e;
       if (u == s_) return true;
-      level_[u] = -1;  // dead end
-      uint32_t k = path_.back();
+      level_[u] = -1;  // dead end (below any base)
+      uint32_t back = path_.back();
       path_.pop_back();
-      u = slot_[rev_[k]].to;
+      u = slot_[rev_[back]].to;
       ++cur_[u];
     }
   }
 
-  // The plan of deadline T_k − θ: each node runs for the interval its potentials give it, rounded down
-  // to an allowed duration (exact in lowtime's accounting, where every whole unit is allowed).
-  void set_plan(const std::vector<uint32_t>& nodes, const std::vector<int64_t>& d_clip, int64_t theta) {
-    for (uint32_t i : nodes) {
-      uint32_t in = 2 * i, out = in + 1;
-      int64_t tension = pot_[in] + std::min(d_clip[in], theta) - pot_[out] - std::min(d_clip[out], theta);
-      const Kind& k = kind(i);
-      int64_t t = std::clamp(tension, k.min_units, k.max_units);
-      uint32_t c = k.by_units[size_t(t - k.min_units)];
-      if (c != choice_[i]) {
-        if (choice_[i] != kUnset) cost_sum_ -= k.cost[choice_[i]];
-        cost_sum_ += k.cost[c];
-        choice_[i] = c;
-        units_[i] = k.units[c];
-        changed_.push_back(i);
-      }
-    }
-  }
-
   static constexpr size_t kBuckets = 256;
-  static constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
   const PipelineDag& dag_;
   size_t n_;
   std::vector<Kind> kinds_;
@@ -477,14 +499,65 @@ class Solver {
   std::vector<int64_t> pot_, dist_;
   std::vector<char> popped_;
   std::vector<int> level_;
+  int base_ = 0;  // see max_flow()
   std::vector<std::vector<uint32_t>> buckets_ = std::vector<std::vector<uint32_t>>(kBuckets);
   std::vector<std::pair<int64_t, uint32_t>> overflow_;
   size_t phases_ = 0;
   int64_t slowest_ = 0;
+  bool broken_ = false;
+};
+
+// Turns the phases into plans (on the second thread): units()/choice() are the plan of the deadline
+// last emitted, changed() the nodes that changed since the one before.
+class Planner {
+ public:
+  Planner(const std::vector<Kind>& kinds, const std::vector<uint32_t>& kind_of)
+      : kinds_(kinds), kind_of_(kind_of), units_(kind_of.size(), 0), choice_(kind_of.size(), kUnset) {}
+
+  template <class Emit>
+  void phase(const PhaseInput& ph, Emit&& emit) {
+    changed_.clear();
+    set_plan(ph.first, 0);
+    emit(ph.deadline);
+    for (int64_t theta = 1; theta < ph.span; ++theta) {
+      changed_.clear();
+      set_plan(ph.moving, theta);
+      emit(ph.deadline - theta);
+    }
+  }
+
+  const std::vector<uint32_t>& changed() const { return changed_; }
+  const std::vector<int64_t>& units() const { return units_; }
+  const std::vector<uint32_t>& choice() const { return choice_; }  // index into the node's Kind
+  const Kind& kind(size_t node) const { return kinds_[kind_of_[node]]; }
+  double cost_sum() const { return cost_sum_; }
+
+ private:
+  // The plan of deadline T_k − θ: each node runs for the interval its potentials give it, rounded down
+  // to an allowed duration (exact in lowtime's accounting, where every whole unit is allowed).
+  void set_plan(const std::vector<PlanInput>& nodes, int64_t theta) {
+    for (const PlanInput& e : nodes) {
+      uint32_t i = e.node;
+      int64_t tension = e.tension + std::min(e.d_in, theta) - std::min(e.d_out, theta);
+      const Kind& k = kind(i);
+      int64_t t = std::clamp(tension, k.min_units, k.max_units);
+      uint32_t c = k.by_units[size_t(t - k.min_units)];
+      if (c != choice_[i]) {
+        if (choice_[i] != kUnset) cost_sum_ -= k.cost[choice_[i]];
+        cost_sum_ += k.cost[c];
+        choice_[i] = c;
+        units_[i] = k.units[c];
+        changed_.push_back(i);
+      }
+    }
+  }
+
+  static constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
+  const std::vector<Kind>& kinds_;
+  const std::vector<uint32_t>& kind_of_;
   std::vector<int64_t> units_;
   std::vector<uint32_t> choice_, changed_;
   double cost_sum_ = 0;
-  bool broken_ = false;
 };
 
 }  // namespace
@@ -568,25 +641,166 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
   fr.accounting = options.accounting;
   const double per_unit_j = double(model.stages) * model.unit_s * model.blocking_power_w;
 
-  // 1. Generate the plan of every deadline, recording only what changes from one plan to the next.
+  // The flow solver (this thread) hands each phase to a second thread, which turns it into the plan
+  // of every deadline (1), recording only what changes from one plan to the next, and evaluates the
+  // plans that may be Pareto candidates (3) as they come; which ones are (2) is known only at the end.
+  // Each thread does its work in the same order as a single one would, so the numbers are the same.
+  struct Evaluated {
+    int64_t span;
+    double span_s, cost, sum_t, sum_e;
+  };
   std::vector<int64_t> gen_time;
   std::vector<double> gen_energy;
-  solver.run([&](int64_t deadline) {
-    const auto& units = solver.units();
-    const auto& choice = solver.choice();
-    if (gen_time.empty()) {
-      fr.start_.units = units;
-      fr.start_.candidate.resize(n);
-      for (size_t i = 0; i < n; ++i) fr.start_.candidate[i] = solver.kind(i).candidate[choice[i]];
+  std::vector<Evaluated> evaluated;
+  struct Channel {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::vector<PhaseInput> queue;
+    bool done = false;
+  } channel;
+  Planner planner(solver.kinds(), solver.kind_of());
+  {
+    // Nodes are evaluated in id (topological) order with running sums and maxima; each node's running
+    // values are kept, so a plan only re-evaluates from its first node that changed since the
+    // previous plan (the same additions in the same order: the same numbers as a full pass).
+    struct Table {
+      int64_t min_units = 0;
+      std::vector<double> cost;  // fitted cost per unit from min_units to max_units
+    };
+    std::vector<Table> tables;
+    for (const auto& im : model.instructions) {
+      Table tb;
+      tb.min_units = im.min_units();
+      for (int64_t u = im.min_units(); u <= im.max_units(); ++u) tb.cost.push_back(im.cost(double(u)));
+      tables.push_back(std::move(tb));
     }
-    fr.change_begin_.push_back(fr.changes_.size());
-    if (!gen_time.empty()) {
-      for (uint32_t i : solver.changed())
-        fr.changes_.push_back({i, solver.kind(i).candidate[choice[i]], units[i]});
+    const std::vector<uint32_t>& kind_of = solver.kind_of();
+    std::vector<int64_t> fin(n);
+    std::vector<double> fin_s(n);
+    std::vector<Evaluated> running(n);
+    Plan plan;
+    size_t stale = 0;  // first node whose fin / running values are out of date
+    // Plan g is a Pareto candidate while no later plan uses as little energy (a stack of the
+    // candidates so far, by increasing energy); a plan is evaluated once it has stayed a candidate
+    // for kLag more plans (most never do), the candidates left at the end then.
+    constexpr size_t kLag = 256;
+    std::vector<size_t> candidates;
+    std::vector<char> alive;
+    size_t at = 0, next_eval = 0;  // the plan in `plan`; the next plan to consider evaluating
+    auto evaluate_plan = [&](size_t h) {
+      for (; at < h; ++at) {
+        size_t end = at + 2 < fr.change_begin_.size() ? fr.change_begin_[at + 2] : fr.changes_.size();
+        for (size_t k = fr.change_begin_[at + 1]; k < end; ++k) {
+          const auto& ch = fr.changes_[k];
+          plan.units[ch.node] = ch.units;
+          plan.candidate[ch.node] = ch.candidate;
+          stale = std::min(stale, size_t(ch.node));
+        }
+      }
+      Evaluated r{0, 0, 0, 0, 0};
+      if (stale > 0) r = running[stale - 1];
+      for (size_t v = stale; v < n; ++v) {
+        int64_t start = 0;
+        double start_s = 0;
+        for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k) {
+          start = std::max(start, fin[dag.preds[k]]);
+          start_s = std::max(start_s, fin_s[dag.preds[k]]);
+        }
+        const Table& tb = tables[kind_of[v]];
+        const Candidate& c = model.instructions[kind_of[v]].candidates[plan.candidate[v]];
+        fin[v] = start + plan.units[v];
+        fin_s[v] = start_s + c.time_s;
+        r.span = std::max(r.span, fin[v]);
+        r.span_s = std::max(r.span_s, fin_s[v]);
+        r.cost += tb.cost[size_t(plan.units[v] - tb.min_units)];
+        r.sum_t += c.time_s;
+        r.sum_e += c.energy_j;
+        running[v] = r;
+      }
+      stale = n;
+      if (evaluated.size() <= h) evaluated.resize(h + 1);
+      evaluated[h] = r;
+    };
+    auto evaluate_upto = [&](size_t end) {
+      for (; next_eval < end; ++next_eval) {
+        if (alive[next_eval]) evaluate_plan(next_eval);
+      }
+    };
+    auto emit = [&](int64_t deadline) {
+      const auto& units = planner.units();
+      const auto& choice = planner.choice();
+      if (gen_time.empty()) {
+        fr.start_.units = units;
+        fr.start_.candidate.resize(n);
+        for (size_t i = 0; i < n; ++i) fr.start_.candidate[i] = planner.kind(i).candidate[choice[i]];
+        plan = fr.start_;
+      }
+      fr.change_begin_.push_back(fr.changes_.size());
+      if (!gen_time.empty()) {
+        for (uint32_t i : planner.changed())
+          fr.changes_.push_back({i, planner.kind(i).candidate[choice[i]], units[i]});
+      }
+      size_t g = gen_time.size();
+      double energy = planner.cost_sum() + double(deadline) * per_unit_j;
+      gen_time.push_back(deadline);
+      gen_energy.push_back(energy);
+      while (!candidates.empty() && !(gen_energy[candidates.back()] < energy)) {
+        alive[candidates.back()] = 0;
+        candidates.pop_back();
+      }
+      candidates.push_back(g);
+      alive.push_back(1);
+      if (g >= kLag) evaluate_upto(g - kLag + 1);
+    };
+    // The solver hands the phases over a few at a time; with a single core, each at once.
+    auto consume = [&](const PhaseInput& ph) { planner.phase(ph, emit); };
+    std::thread worker;
+    if ((options.threads > 0 ? options.threads : worker_threads()) >= 2) {
+      try {
+        worker = std::thread([&] {
+          std::vector<PhaseInput> batch;
+          while (true) {
+            {
+              std::unique_lock lock(channel.mutex);
+              channel.ready.wait(lock, [&] { return !channel.queue.empty() || channel.done; });
+              if (channel.queue.empty()) return;
+              batch.swap(channel.queue);
+            }
+            for (const PhaseInput& ph : batch) consume(ph);
+            batch.clear();
+          }
+        });
+      } catch (const std::system_error&) {  // no thread to be had: do it all here
+      }
     }
-    gen_time.push_back(deadline);
-    gen_energy.push_back(solver.cost_sum() + double(deadline) * per_unit_j);
-  });
+    if (!worker.joinable()) {
+      solver.run([&](PhaseInput&& ph) { consume(ph); });
+    } else {
+      std::vector<PhaseInput> pending;
+      auto hand_over = [&](bool last) {
+        {
+          std::lock_guard lock(channel.mutex);
+          for (auto& ph : pending) channel.queue.push_back(std::move(ph));
+          channel.done = last;
+        }
+        channel.ready.notify_one();
+        pending.clear();
+      };
+      try {
+        solver.run([&](PhaseInput&& ph) {
+          pending.push_back(std::move(ph));
+          if (pending.size() >= 16) hand_over(false);
+        });
+      } catch (...) {  // (out of memory) let the worker finish before passing the exception on
+        hand_over(true);
+        worker.join();
+        throw;
+      }
+      hand_over(true);
+      worker.join();
+    }
+    evaluate_upto(gen_time.size());
+  }
   if (solver.broken()) return make_error("", "internal: the frontier solver lost its optimality invariant");
   fr.stats.phases = solver.phases();
   fr.stats.plans = gen_time.size();
@@ -600,81 +814,25 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
     if (gen_energy[g] < best) keep[g] = 1, best = gen_energy[g];
   }
 
-  // 3. Replay the kept plans: check each one's DAG makespan against its deadline and evaluate both
-  // accountings on the plan itself (as evaluate() does, with the costs tabulated per time unit).
-  struct Table {
-    int64_t min_units = 0;
-    std::vector<double> cost;  // fitted cost per unit from min_units to max_units
-  };
-  std::vector<Table> tables;
-  for (const auto& im : model.instructions) {
-    Table tb;
-    tb.min_units = im.min_units();
-    for (int64_t u = im.min_units(); u <= im.max_units(); ++u) tb.cost.push_back(im.cost(double(u)));
-    tables.push_back(std::move(tb));
-  }
-  std::vector<uint32_t> kind_of(n);
-  for (size_t i = 0; i < n; ++i)
-    kind_of[i] = uint32_t(dag.nodes[i].stage * 2 + int(dag.nodes[i].instruction));
+  // 3. Check each kept plan's DAG makespan against its deadline, and its evaluation in both
+  // accountings (as evaluate() does, with the costs tabulated per time unit).
   fr.point_of_plan_.assign(gen_time.size(), -1);
   std::vector<FrontierPoint> pts;  // in generation order
   std::vector<size_t> pts_gen;
-  Plan plan = fr.start_;
-  // Nodes are evaluated in id (topological) order with running sums and maxima; each node's running
-  // values are kept, so a plan only re-evaluates from its first node that changed since the last
-  // evaluated plan (the same additions in the same order: the same numbers as a full pass).
-  struct Running {
-    int64_t span;
-    double span_s, cost, sum_t, sum_e;
-  };
-  std::vector<int64_t> fin(n);
-  std::vector<double> fin_s(n);
-  std::vector<Running> running(n);
-  size_t stale = 0;  // first node whose fin / running values are out of date
   const double p_block = model.blocking_power_w;
   for (size_t g = 0; g < gen_time.size(); ++g) {
-    size_t end = g + 1 < fr.change_begin_.size() ? fr.change_begin_[g + 1] : fr.changes_.size();
-    for (size_t k = fr.change_begin_[g]; k < end; ++k) {
-      plan.units[fr.changes_[k].node] = fr.changes_[k].units;
-      plan.candidate[fr.changes_[k].node] = fr.changes_[k].candidate;
-      stale = std::min(stale, size_t(fr.changes_[k].node));
-    }
     if (!keep[g]) continue;
-    int64_t span = 0;
-    double span_s = 0, cost = 0, sum_t = 0, sum_e = 0;
-    if (stale > 0) {
-      const Running& r = running[stale - 1];
-      span = r.span, span_s = r.span_s, cost = r.cost, sum_t = r.sum_t, sum_e = r.sum_e;
-    }
-    for (size_t v = stale; v < n; ++v) {
-      int64_t start = 0;
-      double start_s = 0;
-      for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k) {
-        start = std::max(start, fin[dag.preds[k]]);
-        start_s = std::max(start_s, fin_s[dag.preds[k]]);
-      }
-      const Table& tb = tables[kind_of[v]];
-      const Candidate& c = model.instructions[kind_of[v]].candidates[plan.candidate[v]];
-      fin[v] = start + plan.units[v];
-      fin_s[v] = start_s + c.time_s;
-      span = std::max(span, fin[v]);
-      span_s = std::max(span_s, fin_s[v]);
-      cost += tb.cost[size_t(plan.units[v] - tb.min_units)];
-      sum_t += c.time_s;
-      sum_e += c.energy_j;
-      running[v] = Running{span, span_s, cost, sum_t, sum_e};
-    }
-    stale = n;
-    if (span > gen_time[g])
+    const Evaluated& r = evaluated[g];
+    if (r.span > gen_time[g])
       return make_error("", "internal: the plan for " + std::to_string(gen_time[g]) + " units takes " +
-                                std::to_string(span) + " units");
+                                std::to_string(r.span) + " units");
     FrontierPoint p;
-    p.time_units = span;
-    p.time_s = double(span) * model.unit_s;
-    p.model_cost_j = cost;
-    p.energy_j = cost + double(span) * per_unit_j;
-    p.measured_time_s = span_s;
-    p.measured_energy_j = sum_e + p_block * (double(model.stages) * span_s - sum_t);
+    p.time_units = r.span;
+    p.time_s = double(r.span) * model.unit_s;
+    p.model_cost_j = r.cost;
+    p.energy_j = r.cost + double(r.span) * per_unit_j;
+    p.measured_time_s = r.span_s;
+    p.measured_energy_j = r.sum_e + p_block * (double(model.stages) * r.span_s - r.sum_t);
     pts.push_back(p);
     pts_gen.push_back(g);
   }

@@ -284,6 +284,37 @@ TEST(PipelineFrontier, IncrementalReplayEqualsAFullEvaluationExactly) {
   }
 }
 
+// The plans are built and evaluated on a second thread beside the flow solver; on one thread the
+// frontier is the same, bit for bit.
+TEST(PipelineFrontier, SameFrontierOnOneThreadAndTwo) {
+  std::string dir = test::temp_dir("pipeline_threads");
+  std::vector<int> clocks;
+  for (int f = 1410; f >= 855; f -= 45) clocks.push_back(f);
+  auto p = load_stage_profile(synthetic_profile(dir, 4, clocks, 0.010, 0.020));
+  ASSERT_TRUE(p.ok());
+  auto m = build_model(*p, 0, 0.00001, 80);
+  ASSERT_TRUE(m.ok());
+  auto d = build_1f1b(m->stages, 12);
+  ASSERT_TRUE(d.ok());
+  for (Accounting acc : {Accounting::kLowtime, Accounting::kClocks}) {
+    auto one = solve_frontier(*m, *d, {acc, 1});
+    auto two = solve_frontier(*m, *d, {acc, 2});
+    ASSERT_TRUE(one.ok() && two.ok());
+    ASSERT_GT(one->points.size(), 300u);  // more plans than the second thread's lag (256)
+    ASSERT_EQ(one->points.size(), two->points.size());
+    EXPECT_EQ(one->stats.phases, two->stats.phases);
+    EXPECT_EQ(one->stats.plans, two->stats.plans);
+    for (size_t i = 0; i < one->points.size(); ++i) {
+      const FrontierPoint &a = one->points[i], &b = two->points[i];
+      EXPECT_EQ(a.time_units, b.time_units) << i;
+      EXPECT_EQ(a.energy_j, b.energy_j) << i;
+      EXPECT_EQ(a.model_cost_j, b.model_cost_j) << i;
+      EXPECT_EQ(a.measured_time_s, b.measured_time_s) << i;
+      EXPECT_EQ(a.measured_energy_j, b.measured_energy_j) << i;
+    }
+  }
+}
+
 // Exhaustive search over every plan of a 2-stage × 2-microbatch pipeline (8 nodes, 3 clocks each):
 // the lowest energy among plans that finish by T, for every T.
 std::map<int64_t, double> exhaustive(const Setup& st, Accounting acc) {

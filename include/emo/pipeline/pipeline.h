@@ -147,6 +147,9 @@ std::string_view accounting_name(Accounting accounting);  // "lowtime" | "clocks
 
 struct FrontierOptions {
   Accounting accounting = Accounting::kLowtime;
+  // The plans are built and evaluated on a second thread beside the flow solver when this is ≥ 2
+  // (0: EMO_THREADS or the hardware's); the frontier is the same either way.
+  int threads = 0;
 };
 
 struct FrontierPoint {
