@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--real", action="store_true", help="also the real traces in REAL (slow: minutes each)")
     ap.add_argument("--devices", help="comma-separated devices for the savings table (default a100,h100,h200)")
     ap.add_argument("--no-synth", action="store_true", help="savings table: real traces only")
+    ap.add_argument("--eval-steps", type=int, default=12, help="steps each plan runs for in `emo evaluate`")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="emo_tables_")
     synth = {}
@@ -104,7 +105,8 @@ def main():
                     print(f"| {name} | {dev} | {d:.0%} | {err} | | | | |")
                     continue
                 opt = json.loads(out)
-                out, err = run([a.emo, "evaluate", pol, *files, "--device", f"emulated:{dev}", "--json", "-"])
+                out, err = run([a.emo, "evaluate", pol, *files, "--device", f"emulated:{dev}", "--steps",
+                                str(a.eval_steps), "--json", "-"])
                 if out is None:
                     print(f"| {name} | {dev} | {d:.0%} | {err} | | | | |")
                     continue

@@ -115,7 +115,10 @@ Result<Measured> run_on_emulator(const std::string& spec_text, const analysis::W
   }
   const size_t n = run->step_ns.size() > 1 ? run->step_ns.size() - 1 : 1;
   m.time_us = t / double(n) / 1e3;
-  m.energy_j = run->energy_j / double(run->step_ns.size());
+  // Energy per step over the same steps as the time (the first starts at the default clock).
+  double e = 0;
+  for (size_t i = run->step_energy_j.size() > 1 ? 1 : 0; i < run->step_energy_j.size(); ++i) e += run->step_energy_j[i];
+  m.energy_j = e / double(n);
   return m;
 }
 

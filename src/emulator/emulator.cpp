@@ -160,7 +160,9 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   int64_t step_start = 0;
   std::vector<int> last_clock(n_ranks, initial);
   replay::Timeline tl;
+  std::vector<int64_t> step_bounds;
   for (int rep = 0; rep < options.steps; ++rep) {
+    step_bounds.push_back(step_start);
     for (size_t r = 0; r < schedule.ranks.size(); ++r) {
       auto changes = schedule.ranks[r];
       std::stable_sort(changes.begin(), changes.end(),
@@ -205,8 +207,10 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
     step_start += span;
   }
   const int64_t run_end = step_start;
+  step_bounds.push_back(run_end);
   out.begin_ns = 0;
   out.end_ns = run_end;
+  out.step_energy_j.assign(step_bounds.size() - 1, 0.0);
 
   // ---- energy: integrate each GPU's power over [0, run_end] ----
   const double period_ns = energy_update_ms() * 1e6;
@@ -216,6 +220,8 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
     detail::EnergyIntegral integral = detail::integrate_energy(gpu, truths, ops[r], lines[r].t, lines[r].f, run_end);
     rr.energy_j = integral.total_j;
     rr.gpu_busy_ns = integral.busy_ns;
+    for (size_t i = 0; i + 1 < step_bounds.size(); ++i)
+      out.step_energy_j[i] += integral.at(step_bounds[i + 1]) - integral.at(step_bounds[i]);
     out.energy_j += integral.total_j;
     if (options.probe_period_ns > 0) {
       rr.probe_origin_ns = detail::kTraceOriginOffsetNs;

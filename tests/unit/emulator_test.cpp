@@ -41,6 +41,28 @@ TEST(Emulator, DefaultClockReproducesTheTrace) {
   EXPECT_LT(run->energy_j, 2 * p.tdp_w.value * span_s);
 }
 
+// Energy per step: the steps add up to the run, and a run that starts at the default clock and lowers
+// it within the first step spends more in that step than in the next ones (so evaluations leave the
+// first step out of energy as they do of time).
+TEST(Emulator, StepEnergiesAddUpAndTheFirstStepCarriesTheStartingClock) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 24);  // steps of ≈ 80 ms: the switch lands in the first
+  RunOptions o;
+  o.steps = 4;
+  o.trace_steps = 0;
+  ClockSchedule s;  // starts at the default clock; lowered at the start of every step
+  s.ranks.assign(1, {{0, 1200}});
+  auto run = gpu("h100").run(w, s, o);
+  ASSERT_TRUE(run.ok()) << run.error().what;
+  ASSERT_EQ(run->step_energy_j.size(), 4u);
+  double sum = 0;
+  for (double e : run->step_energy_j) sum += e;
+  EXPECT_NEAR(sum, run->energy_j, 1e-9 * run->energy_j);
+  std::printf("step energies %.3f %.3f %.3f %.3f J, steps %.1f ms\n", run->step_energy_j[0], run->step_energy_j[1],
+              run->step_energy_j[2], run->step_energy_j[3], double(run->step_ns[0]) * 1e-6);
+  EXPECT_GT(run->step_energy_j[0], 1.02 * run->step_energy_j[2]);  // the switch lands tens of ms in
+  EXPECT_NEAR(run->step_energy_j[2], run->step_energy_j[3], 0.02 * run->step_energy_j[3]);
+}
+
 TEST(Emulator, LowerClockSlowsComputeMoreThanMemory) {
   const device::DeviceProfile p = *device::builtin_profile("a100");
   detail::GpuTruth g = detail::make_gpu_truth(p, 1);

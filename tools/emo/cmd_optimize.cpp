@@ -143,7 +143,7 @@ struct EvaluateArgs {
   std::string device;
   std::string json_out;
   int64_t step = -1;
-  int steps = 5;
+  int steps = 12;
 };
 }  // namespace
 

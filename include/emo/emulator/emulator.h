@@ -67,6 +67,7 @@ struct RunResult {
   int64_t begin_ns = 0;          // run window: ns from the run's start (the first step's begin)
   int64_t end_ns = 0;
   double energy_j = 0;           // all GPUs, whole run (busy and idle)
+  std::vector<double> step_energy_j;  // all GPUs, each step (from its start to the next step's)
   std::vector<RankRun> ranks;
   double mean_step_ns() const;
   double energy_per_step_j() const { return step_ns.empty() ? 0 : energy_j / double(step_ns.size()); }

@@ -33,7 +33,7 @@ struct RunOptions {
   double reserve = 0.1;             // part of max_slowdown kept back for model error (OptimizeOptions::reserve)
   std::string out_dir = "emo-report";
   std::string profiled_dir;         // recorded profiling runs (docs/profiling.md); empty = profile on the emulated GPU
-  int eval_steps = 5;               // steps per plan on the emulated GPU (the first is a warm-up)
+  int eval_steps = 12;              // steps per plan on the emulated GPU (the first is a warm-up)
   bool check = true;                // run the policy on the profiling GPU before handing it out
                                     // (backends::optimize_checked); not with profiled_dir
   synth::Options example = example_options();
