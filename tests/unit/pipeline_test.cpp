@@ -194,10 +194,10 @@ struct Setup {
   PipelineDag dag;
 };
 
-Setup make_setup(const std::string& csv, int microbatches, double power) {
+Setup make_setup(const std::string& csv, int microbatches, double power, double unit_s = 0.001) {
   auto p = load_stage_profile(csv);
   EXPECT_TRUE(p.ok());
-  auto m = build_model(*p, 0, 0.001, power);
+  auto m = build_model(*p, 0, unit_s, power);
   EXPECT_TRUE(m.ok());
   auto d = build_1f1b(m->stages, microbatches);
   EXPECT_TRUE(d.ok());
@@ -259,21 +259,16 @@ TEST(PipelineFrontier, IncrementalReplayEqualsAFullEvaluationExactly) {
   std::string dir = test::temp_dir("pipeline_replay");
   std::vector<int> clocks;
   for (int f = 1410; f >= 855; f -= 45) clocks.push_back(f);
-  auto p = load_stage_profile(synthetic_profile(dir, 3, clocks, 0.010, 0.020));
-  ASSERT_TRUE(p.ok());
-  auto m = build_model(*p, 0, 0.00001, 80);
-  ASSERT_TRUE(m.ok());
-  auto d = build_1f1b(m->stages, 5);
-  ASSERT_TRUE(d.ok());
+  const auto st = make_setup(synthetic_profile(dir, 3, clocks, 0.010, 0.020), 5, 80, 0.00001);
   for (Accounting acc : {Accounting::kLowtime, Accounting::kClocks}) {
-    auto fr = solve_frontier(*m, *d, {acc});
+    auto fr = solve_frontier(st.model, st.dag, {acc});
     ASSERT_TRUE(fr.ok()) << fr.error().message();
     ASSERT_GT(fr->points.size(), 100u);
     size_t seen = 0;
     fr->for_each_plan([&](size_t i, const Plan& plan) {
       ++seen;
       const FrontierPoint& pt = fr->points[i];
-      PlanEvaluation ev = evaluate(*m, *d, plan);
+      PlanEvaluation ev = evaluate(st.model, st.dag, plan);
       EXPECT_EQ(ev.time_units, pt.time_units);
       EXPECT_EQ(ev.model_cost_j, pt.model_cost_j);  // the same additions in the same order
       EXPECT_EQ(ev.measured_time_s, pt.measured_time_s);
@@ -290,15 +285,10 @@ TEST(PipelineFrontier, SameFrontierOnOneThreadAndTwo) {
   std::string dir = test::temp_dir("pipeline_threads");
   std::vector<int> clocks;
   for (int f = 1410; f >= 855; f -= 45) clocks.push_back(f);
-  auto p = load_stage_profile(synthetic_profile(dir, 4, clocks, 0.010, 0.020));
-  ASSERT_TRUE(p.ok());
-  auto m = build_model(*p, 0, 0.00001, 80);
-  ASSERT_TRUE(m.ok());
-  auto d = build_1f1b(m->stages, 12);
-  ASSERT_TRUE(d.ok());
+  const auto st = make_setup(synthetic_profile(dir, 4, clocks, 0.010, 0.020), 12, 80, 0.00001);
   for (Accounting acc : {Accounting::kLowtime, Accounting::kClocks}) {
-    auto one = solve_frontier(*m, *d, {acc, 1});
-    auto two = solve_frontier(*m, *d, {acc, 2});
+    auto one = solve_frontier(st.model, st.dag, {acc, 1});
+    auto two = solve_frontier(st.model, st.dag, {acc, 2});
     ASSERT_TRUE(one.ok() && two.ok());
     ASSERT_GT(one->points.size(), 300u);  // more plans than the second thread's lag (256)
     ASSERT_EQ(one->points.size(), two->points.size());
