@@ -710,7 +710,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
       std::vector<Plan> p1 = check_all(n1, "policy");
       const double over0 = double(s.plan_target_ns);
       std::vector<std::pair<double, size_t>> saving, shortening;
-      const Plan* direct = nullptr;  // a single move that pays (the polish ran out of replays)
+      const Plan* direct = nullptr;  // one move that pays (one the polish does not try, or after it ran out)
       for (size_t i = 0; i < p1.size(); ++i) {
         const Plan& pl = p1[i];
         if (pl.feasible && pl.energy_j < (direct ? direct->energy_j : best.energy_j * (1 - 1e-9))) direct = &pl;
