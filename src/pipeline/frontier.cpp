@@ -33,6 +33,27 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kFar = std::numeric_limits<int64_t>::max() / 4;
 
+// A stack of vertices or slots with room for all of them, so that a push is a plain store (the hot
+// loops push millions of times).
+class Stack {
+ public:
+  void reset(size_t capacity) { data_.assign(capacity, 0), size_ = 0; }
+  void push_back(uint32_t x) { data_[size_++] = x; }
+  void pop_back() { --size_; }
+  void clear() { size_ = 0; }
+  void resize(size_t n) { size_ = n; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  uint32_t back() const { return data_[size_ - 1]; }
+  uint32_t operator[](size_t i) const { return data_[i]; }
+  const uint32_t* begin() const { return data_.data(); }
+  const uint32_t* end() const { return data_.data() + size_; }
+
+ private:
+  std::vector<uint32_t> data_;
+  size_t size_ = 0;
+};
+
 // What the solver may choose for one (stage, instruction).
 struct Kind {
   int64_t min_units = 0, max_units = 0;
@@ -127,7 +148,7 @@ class Solver {
     int64_t dt = 0;
     auto d_clip = [&](uint32_t v) { return std::min(dist_[v], dt); };  // kFar where not reached
     std::vector<uint32_t> moving, pending;
-    std::vector<char> is_pending(n_, 1);
+    std::vector<char> is_pending(n_, 1), is_moving(n_, 0);
     for (uint32_t i = 0; i < n_; ++i) pending.push_back(i);
     auto add_pending = [&](const std::vector<uint32_t>& nodes) {
       for (uint32_t i : nodes) {
@@ -150,10 +171,15 @@ class Solver {
       ph.deadline = -(pot_[t_] - pot_[s_]);
       ph.span = dt;
       // Only nodes whose two ends are at different distances change duration within this phase.
+      // Such an end was reached closer than the sink (the others are all at dt once clipped).
       moving.clear();
-      for (uint32_t i = 0; i < n_; ++i) {
-        if (d_clip(2 * i) != d_clip(2 * i + 1)) moving.push_back(i);
+      for (uint32_t v : touched_) {
+        uint32_t i = v / 2;
+        if (v < 2 * n_ && dist_[v] < dt && !is_moving[i] && d_clip(2 * i) != d_clip(2 * i + 1))
+          is_moving[i] = 1, moving.push_back(i);
       }
+      std::sort(moving.begin(), moving.end());  // node order, as the plans' sums expect
+      for (uint32_t i : moving) is_moving[i] = 0;
       if (dt > 0) {  // (the first phase can have none: the slowest plan's critical path is tight)
         add_pending(moving);
         entries(pending, ph.first);
@@ -166,7 +192,7 @@ class Solver {
       // The potentials move by min(dist, Δ): all by Δ but for the vertices reached closer than the
       // sink. Only differences of potentials matter, so the common Δ is left out of all of them.
       for (uint32_t v : touched_) pot_[v] += d_clip(v) - dt;
-      if (!max_flow()) {  // unbounded: every critical path is at its fastest; this is the fastest plan
+      if (!max_flow(dt)) {  // unbounded: every critical path is at its fastest; this is the fastest plan
         dt = 0;           // so that d_clip() is 0 everywhere
         PhaseInput last;
         last.deadline = -(pot_[t_] - pot_[s_]);
@@ -243,6 +269,9 @@ class Solver {
     level_[t_] = 0;
     bfs_.assign(vcount_, 0);
     cur_.assign(vcount_, 0);
+    touched_.reset(vcount_);
+    path_.reset(vcount_);
+    hits_.resize(slot_.size() + 1);  // one per relaxed slot, and the source
   }
 
   void set_slot(uint32_t k, double cap, int32_t cost) {
@@ -341,13 +370,15 @@ class Solver {
       return a.first > b.first;
     };
     int64_t reach_sink = kFar;
-    auto relax = [&](uint32_t w, int64_t nd, int64_t d) {
+    num_hits_ = 0;
+    auto relax = [&](uint32_t u, uint32_t w, int64_t nd, int64_t d) {
       if (nd < d) {  // a negative reduced cost: the potentials are broken (a bug); stop rather than loop
         broken_ = true;
         return;
       }
       if (level_[w] >= base_) {  // w reaches the sink at zero reduced cost: the sink is at most nd away
         reach_sink = std::min(reach_sink, nd);
+        hits_[num_hits_++] = Hit{nd, level_[w] + 1, u};
         return;
       }
       if (nd >= dist_[w]) return;
@@ -360,14 +391,14 @@ class Solver {
         std::push_heap(overflow_.begin(), overflow_.end(), cmp);
       }
     };
-    relax(s_, 0, 0);
+    relax(s_, s_, 0, 0);
     auto scan = [&](uint32_t u, int64_t d) {
       popped_[u] = 1;
       int64_t pu = pot_[u];
       for (uint32_t k = adj_begin_[u]; k < adj_begin_[u + 1]; ++k) {
         const Slot& sl = slot_[k];
         if (!sl.open || popped_[sl.to]) continue;
-        relax(sl.to, d + sl.cost + pu - pot_[sl.to], d);
+        relax(u, sl.to, d + sl.cost + pu - pot_[sl.to], d);
       }
     };
     for (size_t d = 0; d < kBuckets; ++d) {
@@ -397,7 +428,7 @@ class Solver {
   // distance (their potentials all moved by the same Δ): augmenting on any zero-cost path keeps the
   // flow optimal. On return (true), level_ >= base_ marks the vertices that still reach the sink, which
   // the next dijkstra() uses (the sink at base_ itself).
-  bool max_flow() {
+  bool max_flow(int64_t dt) {
     // Levels are stored offset by a base that moves past every stored level at each round, so
     // that a new round needs no pass to clear the previous one's: level_[v] < base_ is "no level".
     int* level = level_.data();
@@ -405,6 +436,8 @@ class Solver {
     const uint32_t* adj = adj_begin_.data();
     const Slot* slot = slot_.data();
     const int64_t* pot = pot_.data();
+    first_levels(dt);
+    if (level[s_] >= base_ && !blocking_flow()) return false;
     while (true) {
       if (base_ > std::numeric_limits<int>::max() / 2) {
         std::fill(level_.begin(), level_.end(), -1);
@@ -432,6 +465,58 @@ class Solver {
       }
       if (level[s_] < base) return true;
       if (!blocking_flow()) return false;
+    }
+  }
+
+  // The first round's levels, without searching the sink's side again. The previous phase's last
+  // round labelled exactly the vertices that reached the sink, with their hop distances. The potential
+  // update moved that whole side by the same amount and every vertex outside it by no more, so no arc
+  // inside it changed and no arc from it to the outside became admissible: its labels are still the
+  // hop distances. The arcs that did become admissible into it are those Dijkstra reached it by at the
+  // sink's distance (hits_). The search goes on from them, level by level, as far as the source's
+  // level: the same levels, for every vertex the blocking flow can visit, as a full search.
+  void first_levels(int64_t dt) {
+    seeds_.clear();
+    for (size_t i = 0; i < num_hits_; ++i) {
+      const Hit& h = hits_[i];
+      if (h.dist == dt) seeds_.push_back({h.level, h.from});
+    }
+    std::sort(seeds_.begin(), seeds_.end());
+    int* level = level_.data();
+    const uint32_t* adj = adj_begin_.data();
+    const Slot* slot = slot_.data();
+    const int64_t* pot = pot_.data();
+    uint32_t* queue = bfs_.data();  // level by level: [begin, end) is level `at`, appended behind
+    size_t begin = 0, end = 0, k = 0;
+    int at = 0;
+    while (level[s_] < base_) {
+      if (begin == end) {
+        if (k == seeds_.size()) return;
+        at = seeds_[k].first;
+      }
+      for (; k < seeds_.size() && seeds_[k].first == at; ++k) {
+        uint32_t u = seeds_[k].second;
+        if (level[u] >= base_) continue;
+        level[u] = at;
+        cur_[u] = adj[u];
+        queue[end++] = u;
+      }
+      size_t tail = end;
+      for (size_t q = begin; q < end; ++q) {
+        uint32_t w = queue[q];
+        int64_t pw = pot[w];
+        for (uint32_t e = adj[w], last = adj[w + 1]; e < last; ++e) {
+          const Slot& sl = slot[e];
+          uint32_t u = sl.to;
+          if (level[u] < base_ && sl.in_open && sl.in_cost + pot[u] - pw == 0) {
+            level[u] = at + 1;
+            cur_[u] = adj[u];
+            queue[tail++] = u;
+          }
+        }
+      }
+      begin = end, end = tail;
+      ++at;
     }
   }
 
@@ -492,7 +577,8 @@ class Solver {
   std::vector<uint32_t> kind_of_;
   size_t vcount_ = 0;
   uint32_t s_ = 0, t_ = 0;
-  std::vector<uint32_t> adj_begin_, act_slot_, seg_, cur_, touched_, bfs_, path_, rev_;
+  std::vector<uint32_t> adj_begin_, act_slot_, seg_, cur_, bfs_, rev_;
+  Stack touched_, path_;  // (each holds a vertex, or a path's slot, at most once)
   std::vector<Slot> slot_;
   std::vector<uint8_t> tag_;
   std::vector<double> flow_, cap_;
@@ -500,6 +586,14 @@ class Solver {
   std::vector<char> popped_;
   std::vector<int> level_;
   int base_ = 0;  // see max_flow()
+  struct Hit {
+    int64_t dist;    // the sink's side reached at this distance
+    int level;       // the level the arc's tail would take
+    uint32_t from;   // the arc's tail
+  };
+  std::vector<Hit> hits_;  // (an arc is relaxed at most once a search)
+  size_t num_hits_ = 0;
+  std::vector<std::pair<int, uint32_t>> seeds_;
   std::vector<std::vector<uint32_t>> buckets_ = std::vector<std::vector<uint32_t>>(kBuckets);
   std::vector<std::pair<int64_t, uint32_t>> overflow_;
   size_t phases_ = 0;
