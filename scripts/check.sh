@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds EMO and runs every test: the release build with warnings as errors,
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and a
-# short libFuzzer run of the trace reader. `--quick` stops after the first.
+# short libFuzzer run of the trace reader and of the other readers. `--quick` stops after the first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -28,13 +28,15 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
 
 if [ -f fuzz/CMakeLists.txt ]; then
-  echo "== fuzzing the trace reader (60 s)"
+  echo "== fuzzing the trace reader and the other readers (60 s each)"
   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMO_BUILD_FUZZ=ON \
     -DEMO_BUILD_TESTS=OFF -DEMO_BUILD_BENCH=OFF -DEMO_BUILD_GPU=OFF >/dev/null
-  ninja -C build-fuzz -j "$jobs" trace_reader_fuzz
-  corpus=$(mktemp -d)
-  cp fuzz/corpus/trace_reader/* "$corpus"/
-  build-fuzz/fuzz/trace_reader_fuzz -max_total_time=60 -rss_limit_mb=4096 "$corpus" 2>&1 | tail -3
-  rm -rf "$corpus"
+  ninja -C build-fuzz -j "$jobs" trace_reader_fuzz inputs_fuzz
+  for target in trace_reader inputs; do
+    corpus=$(mktemp -d)
+    cp fuzz/corpus/"$target"/* "$corpus"/
+    build-fuzz/fuzz/"$target"_fuzz -max_total_time=60 -timeout=10 -rss_limit_mb=4096 "$corpus" 2>&1 | tail -3
+    rm -rf "$corpus"
+  done
 fi
 echo "== all checks passed"
