@@ -148,7 +148,7 @@ class Solver {
     int64_t dt = 0;
     auto d_clip = [&](uint32_t v) { return std::min(dist_[v], dt); };  // kFar where not reached
     std::vector<uint32_t> moving, pending;
-    std::vector<char> is_pending(n_, 1), is_moving(n_, 0);
+    std::vector<char> is_pending(n_, 1);
     for (uint32_t i = 0; i < n_; ++i) pending.push_back(i);
     auto add_pending = [&](const std::vector<uint32_t>& nodes) {
       for (uint32_t i : nodes) {
@@ -171,15 +171,10 @@ class Solver {
       ph.deadline = -(pot_[t_] - pot_[s_]);
       ph.span = dt;
       // Only nodes whose two ends are at different distances change duration within this phase.
-      // Such an end was reached closer than the sink (the others are all at dt once clipped).
       moving.clear();
-      for (uint32_t v : touched_) {
-        uint32_t i = v / 2;
-        if (v < 2 * n_ && dist_[v] < dt && !is_moving[i] && d_clip(2 * i) != d_clip(2 * i + 1))
-          is_moving[i] = 1, moving.push_back(i);
+      for (uint32_t i = 0; i < n_; ++i) {
+        if (d_clip(2 * i) != d_clip(2 * i + 1)) moving.push_back(i);
       }
-      std::sort(moving.begin(), moving.end());  // node order, as the plans' sums expect
-      for (uint32_t i : moving) is_moving[i] = 0;
       if (dt > 0) {  // (the first phase can have none: the slowest plan's critical path is tight)
         add_pending(moving);
         entries(pending, ph.first);
