@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "../model/csv.h"
 #include "emo/pipeline/pipeline.h"
 
@@ -17,6 +19,11 @@ namespace {
 using model::detail::CsvTable;
 using model::detail::number_at;
 using model::detail::read_csv;
+
+// A duration of more time units than this is an error: the frontier solver sums durations along paths
+// of up to 16 M nodes in 64-bit integers (10^5 s per microbatch at lowtime's 0.1 ms is far beyond
+// any real profile).
+constexpr double kMaxUnits = 1e9;
 
 // Python's float `a // b` (CPython float_floor_div): the quantization lowtime applies. It differs from
 // std::floor(a / b) when a / b rounds up to an integer, e.g. 0.058 // 0.001 == 57.0 in Python.
@@ -220,7 +227,13 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
         c.clock_mhz = sorted[k].clock_mhz;
         c.time_s = sorted[k].time_s;
         c.energy_j = sorted[k].energy_j;
-        c.units = int64_t(py_floor_div(c.time_s, unit_s));
+        const double units = py_floor_div(c.time_s, unit_s);
+        if (!(units <= kMaxUnits))
+          return make_error(profile.path,
+                            fmt::format("stage {} {} at {} MHz takes {:g} s, more than {:g} time units of {:g} s",
+                                        s, instruction_name(in), c.clock_mhz, c.time_s, kMaxUnits, unit_s),
+                            "check the profile's time column (seconds), or use a coarser --unit-time");
+        c.units = int64_t(units);
         pareto.push_back(c);
       }
       // 2. One candidate per quantized time: the one with the most energy (stable, as Python's sort).

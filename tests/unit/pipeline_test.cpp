@@ -131,6 +131,16 @@ TEST(PipelineProfile, MissingColumnsAndBadRowsAreNamed) {
   EXPECT_FALSE(build_model(*p, 2, 0.001, 80).ok());  // more stages than the profile has
   EXPECT_FALSE(build_model(*p, 0, 0.001, -1).ok());  // negative blocking power
   EXPECT_FALSE(build_model(*p, 0, 0, 80).ok());      // no time unit
+  // A time no plan could sum (found by the fuzzer: 5.6e45 s once overflowed the integer units).
+  auto huge = load_stage_profile(write(dir, "p.csv",
+                                       "stage,instruction,frequency,time,energy\n0,forward,1410,0.05,20\n"
+                                       "0,backward,1410,5.5e45,10\n0,backward,1200,0.1,18\n"));
+  ASSERT_TRUE(huge.ok());
+  auto mh = build_model(*huge, 0, 0.001, 80);
+  ASSERT_FALSE(mh.ok());
+  EXPECT_NE(mh.error().message().find("stage 0 backward at 1410 MHz takes 5.5e+45 s, more than 1e+09 time units"),
+            std::string::npos)
+      << mh.error().message();
 }
 
 TEST(PipelineProfile, CandidatesFollowLowtime) {
