@@ -424,43 +424,64 @@ class Solver {
   // flow optimal. On return (true), level_ >= base_ marks the vertices that still reach the sink, which
   // the next dijkstra() uses (the sink at base_ itself).
   bool max_flow(int64_t dt) {
-    // The first round's levels, without searching the sink's side again. The previous phase's last
-    // round labelled exactly the vertices that reached the sink, with their hop distances. The
-    // potential update moved that whole side by the same amount and every vertex outside it by no
-    // more, so no arc inside it changed and no arc from it to the outside became admissible: its
-    // labels are still the hop distances. The arcs that did become admissible into it are those
-    // Dijkstra reached it by at the sink's distance (hits_): the search starts from their tails.
+    // Levels are stored offset by a base that moves past every stored level at each round, so
+    // that a new round needs no pass to clear the previous one's: level_[v] < base_ is "no level".
+    int* level = level_.data();
+    uint32_t* queue = bfs_.data();
+    const uint32_t* adj = adj_begin_.data();
+    const Slot* slot = slot_.data();
+    const int64_t* pot = pot_.data();
+    first_levels(dt);
+    if (level[s_] >= base_ && !blocking_flow()) return false;
+    while (true) {
+      if (base_ > std::numeric_limits<int>::max() / 2) {
+        std::fill(level_.begin(), level_.end(), -1);
+        base_ = 0;
+      }
+      base_ = base_ + int(vcount_) + 1;
+      int base = base_;
+      queue[0] = t_;
+      level[t_] = base;
+      cur_[t_] = adj[t_];
+      size_t tail = 1;
+      for (size_t q = 0; q < tail && level[s_] < base; ++q) {
+        uint32_t w = queue[q];
+        int64_t pw = pot[w];
+        int next = level[w] + 1;
+        for (uint32_t k = adj[w], e = adj[w + 1]; k < e; ++k) {
+          const Slot& sl = slot[k];  // w -> u; the arc u -> w is mirrored in in_open / in_cost
+          uint32_t u = sl.to;
+          if (level[u] < base && sl.in_open && sl.in_cost + pot[u] - pw == 0) {
+            level[u] = next;
+            cur_[u] = adj[u];
+            queue[tail++] = u;
+          }
+        }
+      }
+      if (level[s_] < base) return true;
+      if (!blocking_flow()) return false;
+    }
+  }
+
+  // The first round's levels, without searching the sink's side again. The previous phase's last
+  // round labelled exactly the vertices that reached the sink, with their hop distances. The potential
+  // update moved that whole side by the same amount and every vertex outside it by no more, so no arc
+  // inside it changed and no arc from it to the outside became admissible: its labels are still the
+  // hop distances. The arcs that did become admissible into it are those Dijkstra reached it by at the
+  // sink's distance (hits_). The search goes on from them, level by level, as far as the source's
+  // level: the same levels, for every vertex the blocking flow can visit, as a full search.
+  void first_levels(int64_t dt) {
     seeds_.clear();
     for (size_t i = 0; i < num_hits_; ++i) {
       const Hit& h = hits_[i];
       if (h.dist == dt) seeds_.push_back({h.level, h.from});
     }
     std::sort(seeds_.begin(), seeds_.end());
-    search_levels();
-    while (level_[s_] >= base_) {
-      if (!blocking_flow()) return false;
-      // A new round: levels are stored offset by a base that moves past every stored level, so
-      // that no pass clears the previous round's: level_[v] < base_ is "no level".
-      if (base_ > std::numeric_limits<int>::max() / 2) {
-        std::fill(level_.begin(), level_.end(), -1);
-        base_ = 0;
-      }
-      base_ = base_ + int(vcount_) + 1;
-      seeds_.assign(1, {base_, t_});
-      search_levels();
-    }
-    return true;
-  }
-
-  // The backward search from seeds_ (vertex and level, by level), level by level, until the source
-  // has a level or no vertex is left: hop distances to the sink, for every vertex closer than the
-  // source (so, for every vertex the blocking flow can visit, the levels of a full search).
-  void search_levels() {
     int* level = level_.data();
     const uint32_t* adj = adj_begin_.data();
     const Slot* slot = slot_.data();
     const int64_t* pot = pot_.data();
-    uint32_t* queue = bfs_.data();  // [begin, end) is level `at`; the next level is appended behind
+    uint32_t* queue = bfs_.data();  // level by level: [begin, end) is level `at`, appended behind
     size_t begin = 0, end = 0, k = 0;
     int at = 0;
     while (level[s_] < base_) {
@@ -476,11 +497,11 @@ class Solver {
         queue[end++] = u;
       }
       size_t tail = end;
-      for (size_t q = begin; q < end && level[s_] < base_; ++q) {
+      for (size_t q = begin; q < end; ++q) {
         uint32_t w = queue[q];
         int64_t pw = pot[w];
         for (uint32_t e = adj[w], last = adj[w + 1]; e < last; ++e) {
-          const Slot& sl = slot[e];  // w -> u; the arc u -> w is mirrored in in_open / in_cost
+          const Slot& sl = slot[e];
           uint32_t u = sl.to;
           if (level[u] < base_ && sl.in_open && sl.in_cost + pot[u] - pw == 0) {
             level[u] = at + 1;
