@@ -28,6 +28,10 @@ Result<Scale> parse_scale(const std::string& text) {
   if (end == f.c_str() || *end != '\0' || !std::isfinite(s.factor) || s.factor < 0) {
     return make_error("--scale " + text, "factor '" + f + "' is not a number >= 0");
   }
+  // Durations are whole nanoseconds; a larger factor could take a step past what they hold.
+  if (s.factor > kMaxScaleFactor) {
+    return make_error("--scale " + text, "factor '" + f + "' is over " + std::to_string(int64_t(kMaxScaleFactor)));
+  }
   return s;
 }
 

@@ -646,7 +646,8 @@ Result<CalibrationResult> calibrate(device::Device& dev, const CalibrateOptions&
   if (clocks.size() < 3)
     return make_error(where,
                       "calibration needs 3 or more distinct clocks, got " + std::to_string(clocks.size()));
-  if (!(opt.min_seconds > 0)) return make_error(where, "--min-seconds must be > 0");
+  if (!(opt.min_seconds > 0 && opt.min_seconds <= 3600))
+    return make_error(where, "--min-seconds must be more than 0 and at most 3600");
 
   std::vector<BenchSpec> specs;
   specs.push_back({BenchKind::kFmaLoop, 0, opt.min_seconds});

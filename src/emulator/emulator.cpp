@@ -96,7 +96,8 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   const graph::Graph& g = w.graph;
   const size_t n_ranks = g.rank_paths.size();
   const GpuTruth& gpu = impl_->gpu;
-  if (options.steps < 1) return make_error("emulator", "steps must be at least 1");
+  if (options.steps < 1 || options.steps > kMaxRunSteps)
+    return make_error("emulator", fmt::format("steps must be from 1 to {}", kMaxRunSteps));
   if (options.trace_steps < 0 || options.trace_steps > options.steps)
     return make_error("emulator", "trace_steps must be between 0 and steps");
   if (schedule.ranks.size() > n_ranks)

@@ -412,7 +412,7 @@ std::vector<int> solve_dp_switching(const std::vector<std::vector<Option>>& pack
 
 Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.max_slowdown < 0) return make_error("--max-slowdown", "must not be negative");
+  if (!(opt.max_slowdown >= 0)) return make_error("--max-slowdown", "must be a number >= 0");
   if (!(opt.reserve >= 0 && opt.reserve < 1)) return make_error("--reserve", "must be in [0, 1)");
   const pack::Packing& p = *pr.packing;
   if (p.packs.empty()) return make_error("optimize", "no packs to optimize");

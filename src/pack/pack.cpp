@@ -74,7 +74,12 @@ uint64_t fnv(uint64_t h, uint64_t v) {
 Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
                            const device::DeviceProfile& profile, const PackOptions& opt) {
   const graph::Graph& g = w.graph;
-  if (opt.min_switch_multiple < 0) return make_error("--min-pack", "must not be negative");
+  // (the bounds keep the nanosecond conversions below inside 64 bits)
+  if (!(opt.min_switch_multiple >= 0 && opt.min_switch_multiple <= 1e6))
+    return make_error("--min-pack", "must be a number of clock-switch latencies from 0 to 1e6");
+  if (opt.min_pack_ns > int64_t(1e15)) return make_error("--min-pack-ms", "must be at most 1e9 ms");
+  if (!(opt.critical_slack_us >= 0 && opt.critical_slack_us <= 1e9))
+    return make_error("--critical-slack-us", "must be a number of microseconds from 0 to 1e9");
   if (opt.profile_clocks < 2) return make_error("--profile-clocks", "at least 2 clocks are needed to fit a model");
   replay::Replayer rp(g);
   replay::Timeline tl;

@@ -11,6 +11,7 @@
 
 #include "emo/base/file_util.h"
 #include "emo/base/parallel.h"
+#include "emo/emulator/emulator.h"
 #include "emo/graph/graph.h"
 #include "emo/report/report.h"
 
@@ -58,9 +59,10 @@ std::string results_csv(const std::vector<PlanRow>& plans) {
 }
 
 Result<RunResult> run(const RunOptions& o) {
-  if (o.max_slowdown < 0 || o.max_slowdown > 1)
+  if (!(o.max_slowdown >= 0 && o.max_slowdown <= 1))
     return make_error("--max-slowdown", "must be between 0 and 1", "0.05 allows 5 % more step time");
-  if (o.eval_steps < 2) return make_error("--steps", "at least 2 steps are needed (the first is a warm-up)");
+  if (o.eval_steps < 2 || o.eval_steps > emulator::kMaxRunSteps)
+    return make_error("--steps", fmt::format("must be from 2 (the first is a warm-up) to {}", emulator::kMaxRunSteps));
   if (o.out_dir.empty()) return make_error("-o", "the report folder name is empty");
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);

@@ -24,6 +24,11 @@ expect() {
   pass=$((pass + 1))
 }
 
+# says WHAT PATTERN: the last command's stderr names PATTERN (which check refused it).
+says() {
+  grep -q -- "$2" "$tmp/err" || { echo "FAIL: $1: stderr lacks '$2'"; sed 's/^/  | /' "$tmp/err" | head -3; fails=$((fails + 1)); }
+}
+
 printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,' >"$tmp/truncated.json"
 echo 'this is not json' >"$tmp/notjson.json"
 echo '{"traceEvents":[]}' >"$tmp/empty.json"
@@ -74,6 +79,13 @@ expect 1 "whatif selector matching nothing" -- "$emo" whatif "$tmp/good.json" --
 expect 1 "whatif bad factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=fast
 expect 1 "whatif bad regex" -- "$emo" whatif "$tmp/good.json" --scale '(=2'
 expect 1 "unknown step" -- "$emo" analyze "$tmp/good.json" --step 99
+# A factor whose scaled durations would not fit in 64-bit nanoseconds (it used to wrap round and
+# predict a shorter step).
+expect 1 "whatif huge factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=1e308
+says "whatif huge factor" "is over 1000000"
+expect 0 "whatif largest factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=1e6 --json "$tmp/w6.json"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['predicted_span_us']==1e8+10, j" "$tmp/w6.json" \
+  || { echo "FAIL: whatif 1e6 numbers"; fails=$((fails + 1)); }
 
 # calibrate: only a device that runs benchmarks will do; the note names the accepted forms.
 expect 1 "calibrate unknown device" -- "$emo" calibrate --device no-such-gpu
@@ -87,6 +99,34 @@ expect 2 "calibrate without --device" -- "$emo" calibrate
 expect 1 "pack unknown device" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device b900
 expect 1 "pack bad backend" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device foo:1
 expect 1 "optimize negative slowdown" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --max-slowdown -0.1
+# Numbers that are not numbers, or too large to mean anything, are refused by name (NaN used to pass).
+t0="$tmp/tdp/train-dp_rank0.json"
+expect 1 "optimize NaN slowdown" -- "$emo" optimize "$t0" --max-slowdown nan -o "$tmp/nan.json"
+says "optimize NaN slowdown" "^error: --max-slowdown"
+[ -e "$tmp/nan.json" ] && { echo "FAIL: a policy was written for a NaN target"; fails=$((fails + 1)); }
+expect 1 "run NaN slowdown" -- "$emo" run "$t0" --max-slowdown nan -o "$tmp/nanrun"
+says "run NaN slowdown" "^error: --max-slowdown"
+for bad in "--min-pack nan" "--min-pack 1e308" "--min-pack-ms -1" "--min-pack-ms inf" "--critical-slack-us nan" \
+           "--critical-slack-us -5" "--critical-slack-us 1e308"; do
+  expect 1 "pack $bad" -- "$emo" pack "$t0" --device h100 $bad
+  says "pack $bad" "^error: ${bad%% *}"
+done
+printf 'stage,instruction,frequency,time,energy\n0,forward,1410,0.010,3.0\n0,forward,1200,0.011,2.8\n0,backward,1410,0.020,6.0\n0,backward,1200,0.022,5.6\n' >"$tmp/prof.csv"
+expect 1 "model-check negative --worst" -- "$emo" model-check "$tmp/prof.csv" --format perseus --worst -1
+says "model-check negative --worst" "^error: --worst"
+expect 1 "model-check NaN --min-clock" -- "$emo" model-check "$tmp/prof.csv" --format perseus --calibrate --min-clock nan
+says "model-check NaN --min-clock" "^error: --min-clock"
+expect 2 "calibrate endless benchmarks" -- "$emo" calibrate --device emulated:h100 --min-seconds inf
+says "calibrate endless benchmarks" "^error: --min-seconds"
+expect 2 "calibrate hour-long benchmarks" -- "$emo" calibrate --device emulated:h100 --min-seconds 3601
+says "calibrate hour-long benchmarks" "^error: --min-seconds"
+expect 0 "pipeline" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80
+expect 1 "pipeline too many microbatches" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 100000 --blocking-power 80
+says "pipeline too many microbatches" "^error: --microbatches: must be at most 4096"
+expect 1 "pipeline absurd blocking power" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 1e300
+says "pipeline absurd blocking power" "^error: --blocking-power"
+expect 1 "pipeline NaN blocking power" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power nan
+says "pipeline NaN blocking power" "^error: --blocking-power"
 expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
 expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
 expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100
@@ -95,6 +135,10 @@ expect 1 "evaluate off the emulator" -- "$emo" evaluate "$tmp/pol.json" "$tmp/td
 expect 0 "evaluate" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --json "$tmp/ev.json"
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert {'default','policy','baselines'} <= set(j) and {'static_clock','slack_only','per_phase'} <= set(j['baselines']), j" "$tmp/ev.json" \
   || { echo "FAIL: evaluate keys"; fails=$((fails + 1)); }
+expect 1 "evaluate for a billion steps" -- "$emo" evaluate "$tmp/pol.json" "$t0" --device emulated:h100 --steps 1000000000
+says "evaluate for a billion steps" "^error: --steps: must be from 2"
+expect 1 "run for a billion steps" -- "$emo" run "$t0" --steps 1000000000 -o "$tmp/billion"
+says "run for a billion steps" "^error: --steps: must be from 2"
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

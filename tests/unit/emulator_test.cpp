@@ -108,6 +108,18 @@ TEST(Emulator, UnsupportedClockIsAnError) {
   EXPECT_NE(run.error().what.find("not a supported clock"), std::string::npos);
 }
 
+TEST(Emulator, RunLengthOutsideItsRangeIsAnError) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 1);
+  for (int steps : {0, kMaxRunSteps + 1, 1'000'000'000}) {  // (a billion used to run for hours)
+    RunOptions o;
+    o.steps = steps;
+    o.trace_steps = 0;
+    auto run = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+    ASSERT_FALSE(run.ok()) << steps;
+    EXPECT_NE(run.error().what.find("steps must be from 1 to"), std::string::npos) << run.error().what;
+  }
+}
+
 TEST(Emulator, EnergyCounterUpdatesCoarselyAndAddsUp) {
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 3);
   RunOptions o;

@@ -45,6 +45,30 @@ TEST(Pack, RepeatedLayersShareSignaturesAndPacksOutlastSwitches) {
   for (size_t gi = 0; gi < p->gpus.size(); ++gi) EXPECT_EQ(next[gi], p->gpus[gi].ops.size());
 }
 
+TEST(Pack, OptionsOutsideTheirRangeAreNamedErrors) {
+  auto w = workload(1, 2);
+  const auto profile = *device::builtin_profile("h100");
+  const auto an = analysis::analyze(w);
+  auto refused_as = [&](const pack::PackOptions& o) {
+    auto p = pack::make_packs(w, an, profile, o);
+    return p.ok() ? std::string("accepted") : p.error().where;
+  };
+  pack::PackOptions o;
+  EXPECT_EQ(refused_as(o), "accepted");
+  o.min_switch_multiple = std::nan("");
+  EXPECT_EQ(refused_as(o), "--min-pack");
+  o.min_switch_multiple = 1e308;  // would overflow the nanosecond conversion
+  EXPECT_EQ(refused_as(o), "--min-pack");
+  o = {};
+  o.min_pack_ns = int64_t(2e15);
+  EXPECT_EQ(refused_as(o), "--min-pack-ms");
+  o = {};
+  for (double us : {-1.0, std::nan(""), 1e308}) {
+    o.critical_slack_us = us;
+    EXPECT_EQ(refused_as(o), "--critical-slack-us") << us;
+  }
+}
+
 TEST(Pack, ModelsPredictAnUnprofiledClockOnTheEmulator) {
   auto s = setup(1, 12, 5);
   const int f = 1200;  // not a plan clock
@@ -185,6 +209,8 @@ TEST(Optimize, ImpossibleSlowdownIsAnError) {
   auto s = setup(1, 3, 3);
   OptimizeOptions o;
   o.max_slowdown = -0.1;
+  EXPECT_FALSE(optimize(s->problem(), o).ok());
+  o.max_slowdown = std::nan("");  // compares false both ways: must not pass as a target
   EXPECT_FALSE(optimize(s->problem(), o).ok());
   o.max_slowdown = 0.05;
   o.reserve = 1.0;  // nothing left to plan with

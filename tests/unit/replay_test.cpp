@@ -279,6 +279,11 @@ TEST(WhatIf, SelectorsThatMatchNothingOrAreMalformedAreErrors) {
   EXPECT_FALSE(analysis::parse_scale("K1").ok());
   EXPECT_FALSE(analysis::parse_scale("K1=-1").ok());
   EXPECT_FALSE(analysis::parse_scale("K1=abc").ok());
+  // Scaled durations must fit in 64-bit nanoseconds (1e308 used to wrap round to a shorter step).
+  EXPECT_FALSE(analysis::parse_scale("K1=1e308").ok());
+  EXPECT_FALSE(analysis::parse_scale("K1=1000001").ok());
+  ASSERT_TRUE(analysis::parse_scale("K1=1e6").ok());
+  EXPECT_DOUBLE_EQ(predict(w, {"stream:7=1e6"}), 10 + 300 * 1e6 + 2);
   EXPECT_DOUBLE_EQ(predict(w, {"stream:7=2"}), 10 + 600 + 2);
 }
 

@@ -79,8 +79,8 @@ int run(const CalibrateArgs& a) {
     }
     opt.clocks_mhz = *c;
   }
-  if (!(a.min_seconds > 0)) {
-    fail(make_error("--min-seconds", "must be > 0"));
+  if (!(a.min_seconds > 0 && a.min_seconds <= 3600)) {
+    fail(make_error("--min-seconds", "must be more than 0 and at most 3600 seconds"));
     return kExitUsage;
   }
   auto dev = open_for_calibration(a.device);
@@ -138,7 +138,7 @@ void add_calibrate(CLI::App& root, Action& action) {
   sub->add_option("--clocks", args->clocks,
                   "SM clocks to calibrate at, A,B,C in MHz (default: 6 spread from 0.3 x "
                   "the highest supported clock to the highest)");
-  sub->add_option("--min-seconds", args->min_seconds, "how long each benchmark runs, at least (default 2)");
+  sub->add_option("--min-seconds", args->min_seconds, "how long each benchmark runs, at least (default 2, at most 3600)");
   sub->add_option("--json", args->json_out, "write the measurements, fit and profile to FILE ('-' = stdout)");
   sub->add_option("-o,--output", args->profile_out,
                   "write the fitted profile (the schema --device FILE reads)");

@@ -129,6 +129,9 @@ int run(const ModelCheckArgs& a) {
     }
     fit = *c;
   }
+  if (a.worst < 0) return fail(make_error("--worst", "must be >= 0"));
+  if (!(a.min_clock >= 0 && a.min_clock <= 1e5))
+    return fail(make_error("--min-clock", "must be a clock in MHz (0, the default, keeps every clock)"));
   auto data = model::load_dataset(a.file, *format);
   if (!data) return fail(data.error());
   std::string dev = a.device.empty() ? model::suggest_device(*data) : a.device;

@@ -9,6 +9,7 @@
 #include "pack_setup.h"
 #include "emo/backends/backends.h"
 #include "emo/base/file_util.h"
+#include "emo/emulator/emulator.h"
 #include "emo/optimize/optimize.h"
 
 namespace emo::cli {
@@ -58,7 +59,7 @@ void add_optimize(CLI::App& root, Action& action) {
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
-      if (a->max_slowdown < 0 || a->max_slowdown > 1)
+      if (!(a->max_slowdown >= 0 && a->max_slowdown <= 1))
         return fail(Error{"--max-slowdown", "must be between 0 and 1", "0.05 allows 5 % more step time"});
       auto st0 = load_and_pack(a->flags);
       if (!st0.ok()) return fail(st0.error());
@@ -157,11 +158,12 @@ void add_evaluate(CLI::App& root, Action& action) {
   sub->add_option("traces", a->traces, "the trace files the policy was made for")->required();
   sub->add_option("--device", a->device, "emulated:NAME (the emulated GPU to run on)")->required();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
-  sub->add_option("--steps", a->steps, "steps to run each plan for (the first is a warm-up)")->capture_default_str();
+  sub->add_option("--steps", a->steps, "steps to run each plan for, 2 to 1000 (the first is a warm-up)")->capture_default_str();
   sub->add_option("--json", a->json_out, "write the comparison as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
-      if (a->steps < 2) return fail(Error{"--steps", "at least 2 steps are needed (the first is a warm-up)", ""});
+      if (a->steps < 2 || a->steps > emulator::kMaxRunSteps)
+        return fail(Error{"--steps", fmt::format("must be from 2 (the first is a warm-up) to {}", emulator::kMaxRunSteps), ""});
       auto spec = backends::parse_device_spec(a->device);
       if (!spec.ok()) return fail(spec.error());
       if (spec->kind != backends::DeviceSpec::Kind::kEmulated)

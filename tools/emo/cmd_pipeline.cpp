@@ -47,11 +47,16 @@ nlohmann::json comparison_json(const pipeline::Comparison& c, const std::string&
             {"mean_rel_diff", c.mean_rel_diff_step}}}};
 }
 
+constexpr int kMaxMicrobatches = 4096;
+
 int run(const PipelineArgs& a) {
   if (a.microbatches < 1) return fail(make_error("--microbatches", "must be >= 1"));
+  if (a.microbatches > kMaxMicrobatches)
+    return fail(make_error("--microbatches", "must be at most " + std::to_string(kMaxMicrobatches),
+                           "the solve time grows about with the square of the microbatches (docs/pipeline.md §8)"));
   if (a.stages < 0) return fail(make_error("--stages", "must be >= 1"));
-  if (!(a.blocking_power >= 0) || !std::isfinite(a.blocking_power))
-    return fail(make_error("--blocking-power", "must be >= 0 W",
+  if (!(a.blocking_power >= 0 && a.blocking_power <= 1e5))
+    return fail(make_error("--blocking-power", "must be from 0 to 1e5 W",
                            "Perseus uses 83.64 W for A100 and 70.38 W for A40"));
   if (a.unit_time < 0 || !std::isfinite(a.unit_time))
     return fail(make_error("--unit-time", "must be > 0 seconds"));
@@ -176,7 +181,7 @@ void add_pipeline(CLI::App& root, Action& action) {
       "per-instruction clock plans, with the published (lowtime) energy accounting.");
   sub->add_option("--profile", args->profile, "stage profile CSV: stage,instruction,frequency,time,energy")
       ->required();
-  sub->add_option("--microbatches", args->microbatches, "microbatches per iteration")->required();
+  sub->add_option("--microbatches", args->microbatches, "microbatches per iteration (1 to 4096)")->required();
   sub->add_option("--stages", args->stages, "pipeline stages (default: every stage in the profile)");
   sub->add_option("--blocking-power", args->blocking_power,
                   "GPU power while blocked on communication, W (Perseus: A100 83.64, A40 70.38)")

@@ -44,7 +44,7 @@ void add_run(CLI::App& root, Action& action) {
                 "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
                 "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
                 "half the reserve; never done with --profiled)");
-  sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation (the first is a warm-up)")
+  sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation, 2 to 1000 (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")
       ->capture_default_str();

@@ -26,7 +26,7 @@ void add_whatif(CLI::App& root, Action& action) {
       "stream:N or cat:NAME (kernel, gpu_memcpy, gpu_memset, nccl, cpu_op, cuda_runtime, user_annotation, "
       "python_function, cpu_gap); FACTOR multiplies their durations.");
   sub->add_option("traces", args->traces, "trace files, one per rank")->required();
-  sub->add_option("--scale", args->scales, "SELECTOR=FACTOR (repeatable)")->required();
+  sub->add_option("--scale", args->scales, "SELECTOR=FACTOR, FACTOR from 0 to 1e6 (repeatable)")->required();
   sub->add_option("--step", args->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->callback([args, &action] {

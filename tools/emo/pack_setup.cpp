@@ -10,7 +10,8 @@ void PackFlags::add_to(CLI::App* sub, const std::string& device_help) {
   sub->add_option("--device", device, device_help)->capture_default_str();
   sub->add_option("--step", step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--min-pack", min_pack, "packs last at least this many clock-switch latencies")->capture_default_str();
-  sub->add_option("--min-pack-ms", min_pack_ms, "minimum pack length in ms (overrides --min-pack)");
+  min_pack_ms_option =
+      sub->add_option("--min-pack-ms", min_pack_ms, "minimum pack length in ms (overrides --min-pack)");
   sub->add_option("--critical-slack-us", critical_us, "ops with at most this much slack count as critical")
       ->capture_default_str();
   sub->add_option("--profile-clocks", clocks, "clocks in the profiling plan")->capture_default_str();
@@ -29,7 +30,11 @@ Result<PackedStep> load_and_pack(const PackFlags& f) {
   analysis::Analysis an = analysis::analyze(*w);
   pack::PackOptions po;
   po.min_switch_multiple = f.min_pack;
-  if (f.min_pack_ms >= 0) po.min_pack_ns = int64_t(f.min_pack_ms * 1e6);
+  if (f.min_pack_ms_option && f.min_pack_ms_option->count() > 0) {
+    if (!(f.min_pack_ms >= 0 && f.min_pack_ms <= 1e9))
+      return make_error("--min-pack-ms", "must be a number of milliseconds from 0 to 1e9");
+    po.min_pack_ns = int64_t(f.min_pack_ms * 1e6);
+  }
   po.critical_slack_us = f.critical_us;
   po.profile_clocks = f.clocks;
   po.per_kernel = f.per_kernel;

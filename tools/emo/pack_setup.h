@@ -20,7 +20,8 @@ struct PackFlags {
   std::string device = "h100";
   int64_t step = -1;
   double min_pack = 1.0;
-  double min_pack_ms = -1;
+  double min_pack_ms = -1;  // (only read when --min-pack-ms was given)
+  CLI::Option* min_pack_ms_option = nullptr;
   double critical_us = 50;
   int clocks = 3;
   bool per_kernel = false;

@@ -69,6 +69,8 @@ struct Scale {
   std::string selector;
   double factor = 1.0;
 };
+inline constexpr double kMaxScaleFactor = 1e6;
+// "SELECTOR=FACTOR", FACTOR a number from 0 to kMaxScaleFactor.
 Result<Scale> parse_scale(const std::string& text);
 
 struct WhatIf {

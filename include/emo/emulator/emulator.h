@@ -33,8 +33,10 @@ struct ClockSchedule {
   static ClockSchedule locked(int clock_mhz) { return ClockSchedule{clock_mhz, {}}; }
 };
 
+inline constexpr int kMaxRunSteps = 1000;  // steps of one run, at most
+
 struct RunOptions {
-  int steps = 1;           // the step is run this many times back to back
+  int steps = 1;           // the step is run this many times back to back (1 .. kMaxRunSteps)
   int trace_steps = 1;     // the last `trace_steps` steps are written to the Kineto trace (0: none)
   double jitter = 0.004;   // run-to-run variation of each GPU op's duration (relative σ)
   uint64_t seed = 1;       // run seed (jitter, switching latencies, counter phase)
