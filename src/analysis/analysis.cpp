@@ -268,6 +268,12 @@ std::string to_text(const Workload& w, const Analysis& a) {
   if (g.stats.gpu_ops_without_launch > 0) {
     s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
   }
+  if (g.stats.edges_dropped_inconsistent > 0) {
+    s += fmt::format(
+        "note: {} dependencies were left out: the trace's own times contradict them (e.g. a kernel that "
+        "starts before its launch; see import_stats in --json)\n",
+        g.stats.edges_dropped_inconsistent);
+  }
   return s;
 }
 

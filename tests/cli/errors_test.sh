@@ -79,6 +79,10 @@ expect 1 "whatif selector matching nothing" -- "$emo" whatif "$tmp/good.json" --
 expect 1 "whatif bad factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=fast
 expect 1 "whatif bad regex" -- "$emo" whatif "$tmp/good.json" --scale '(=2'
 expect 1 "unknown step" -- "$emo" analyze "$tmp/good.json" --step 99
+# A kernel that starts before its launch: analyzed, but the summary says the launch edge was left out.
+sed 's/"ts":10,"dur":100/"ts":-20,"dur":100/' "$tmp/good.json" >"$tmp/early.json"
+expect 0 "kernel before its launch" -- "$emo" analyze "$tmp/early.json"
+grep -q '^note: 1 dependencies were left out' "$tmp/out" || { echo "FAIL: no note on the contradicted launch"; fails=$((fails + 1)); }
 # A factor whose scaled durations would not fit in 64-bit nanoseconds (it used to wrap round and
 # predict a shorter step).
 expect 1 "whatif huge factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=1e308
