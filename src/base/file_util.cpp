@@ -144,8 +144,15 @@ Status AtomicDir::open(const std::string& dir, const std::string& what) {
   final_ = fs::path(dir).lexically_normal().string();
   if (!final_.empty() && final_.back() == '/') final_.pop_back();
   what_ = what;
-  tmp_ = final_ + ".tmp." + std::to_string(::getpid());
   std::error_code ec;
+  const char* note = "give -o another name, or remove it first";
+  if (fs::exists(final_, ec)) {
+    if (!fs::is_directory(final_, ec)) return make_error(final_, "exists and is not a folder", note);
+    if (!fs::is_empty(final_, ec) && !fs::exists(fs::path(final_) / kFolderMark, ec))
+      return make_error(final_, "is a folder that emo did not write (it has no " + std::string(kFolderMark) +
+                                    " file); it is not replaced", note);
+  }
+  tmp_ = final_ + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp_, ec);
   if (!fs::create_directories(tmp_, ec) || ec) {
     const std::string why = ec ? ec.message() : "it exists";
@@ -153,7 +160,7 @@ Status AtomicDir::open(const std::string& dir, const std::string& what) {
     return make_error(final_ + ".tmp.*", "cannot create the " + what + ": " + why);
   }
   watch_dir(tmp_);
-  return {};
+  return write(kFolderMark, what + " written by emo; emo replaces a folder only when it has this file\n");
 }
 
 Status AtomicDir::write(const std::string& name, std::string_view data) {

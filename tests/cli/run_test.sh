@@ -91,6 +91,12 @@ expect 1 "--max-slowdown -1" -- "$emo" run "$tmp"/in/train-dp_rank*.json --max-s
 expect 1 "--max-slowdown 2" -- "$emo" run "$tmp"/in/train-dp_rank*.json --max-slowdown 2 -o "$tmp/r6"; no_folder "$tmp/r6" "--max-slowdown 2"
 expect 1 "output under a regular file" -- "$emo" run "$tmp"/in/train-dp_rank*.json -o "$tmp/afile/rep"; no_folder "$tmp/afile/rep" "output under a regular file"
 [ -f "$tmp/afile" ] && [ ! -s "$tmp/afile" ] || fail "output under a regular file: the file was changed"
+# -o naming a file, or a folder emo did not write: refused, left as it was (it used to be replaced).
+expect 1 "output over a regular file" -- "$emo" run "$tmp"/in/train-dp_rank*.json -o "$tmp/afile"
+[ -f "$tmp/afile" ] && [ ! -s "$tmp/afile" ] || fail "output over a regular file: the file was changed"
+mkdir -p "$tmp/mine" && echo keep >"$tmp/mine/notes.txt"
+expect 1 "output over a foreign folder" -- "$emo" run "$tmp"/in/train-dp_rank*.json -o "$tmp/mine"
+[ "$(cat "$tmp/mine/notes.txt")" = keep ] && [ ! -e "$tmp/mine/summary.json" ] || fail "output over a foreign folder: it was changed"
 # A failed run into the folder of an earlier one keeps that folder as it was.
 if [ -f "$tmp/summary.before" ]; then
   expect 1 "failed run over an existing report" -- "$emo" run "$tmp/notjson.json" -o "$rep"

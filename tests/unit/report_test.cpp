@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analysis.h"
+#include "emo/base/file_util.h"
 #include "emo/graph/graph.h"
 #include "emo/report/report.h"
 #include "emo/trace/trace.h"
@@ -155,11 +156,28 @@ TEST_F(ReportRun, OverlayIsValidAndReadsBackAsTheSameStep) {
   EXPECT_EQ(gpu_ops(text, "overlay"), in_ops);
 }
 
-TEST_F(ReportRun, ExistingFolderIsReplacedOnlyAtTheEnd) {
+TEST_F(ReportRun, OnlyAnEarlierReportIsReplacedAndOnlyAtTheEnd) {
   ASSERT_NE(result_, nullptr);
   const fs::path dir = fs::path(base_) / "again";
   fs::create_directories(dir);
   std::ofstream(dir / "old.txt") << "old";
+  // Not one that emo wrote: refused before any work, and left as it was.
+  report::RunOptions foreign = small_options(dir.string());
+  foreign.traces = {(fs::path(dir_) / "input" / "train-dp_rank0.json").string(),
+                    (fs::path(dir_) / "input" / "train-dp_rank1.json").string()};
+  auto r0 = report::run(foreign);
+  ASSERT_FALSE(r0.ok());
+  EXPECT_NE(r0.error().what.find("did not write"), std::string::npos) << r0.error().what;
+  EXPECT_TRUE(fs::exists(dir / "old.txt"));
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  // Nor a file in the folder's place.
+  const fs::path file = fs::path(base_) / "a-file";
+  std::ofstream(file) << "keep";
+  auto rf = report::run(small_options(file.string()));
+  ASSERT_FALSE(rf.ok());
+  EXPECT_NE(rf.error().what.find("not a folder"), std::string::npos) << rf.error().what;
+  EXPECT_TRUE(fs::is_regular_file(file));
+  std::ofstream(dir / kFolderMark) << "as an earlier report leaves it";
   // A failing run leaves the old folder as it was, and nothing temporary beside it.
   report::RunOptions bad = small_options(dir.string());
   bad.traces = {(fs::path(base_) / "missing.json").string()};
@@ -177,6 +195,7 @@ TEST_F(ReportRun, ExistingFolderIsReplacedOnlyAtTheEnd) {
   EXPECT_FALSE(fs::exists(dir / "old.txt"));
   EXPECT_TRUE(fs::exists(dir / "summary.json"));
   EXPECT_FALSE(fs::exists(dir / "input"));
+  EXPECT_TRUE(fs::exists(dir / kFolderMark));
   for (const auto& e : fs::directory_iterator(base_))
     EXPECT_EQ(e.path().filename().string().find("again."), std::string::npos) << e.path();
 }

@@ -33,7 +33,10 @@ class AtomicFile {
 // A folder built as "DIR.tmp.<pid>" and put in place by commit(): the old DIR (if any) is replaced only
 // once the new one is complete; without commit() the temporary folder is removed — also when the
 // process is stopped by SIGINT or SIGTERM meanwhile (the handler removes it, then the signal takes its
-// default course). One such folder at a time per process.
+// default course). One such folder at a time per process. Each such folder holds a file named
+// kFolderMark; open() refuses a DIR that is a file, or a folder with something in it and no such mark
+// (a folder emo did not write), rather than replace it.
+inline constexpr const char* kFolderMark = ".emo-folder";
 class AtomicDir {
  public:
   AtomicDir() = default;
