@@ -82,6 +82,11 @@ Comparison compare(const Frontier& ours, const PublishedFrontier& published, dou
     sum += rel;
     sum_step += rel_step;
   }
+  if (!ours.points.empty()) {
+    c.our_fastest_s = double(our_t.front()) * unit_s;
+    c.their_fastest_s = published.time_s[order.front()];
+    c.same_fastest = std::llround(c.their_fastest_s / unit_s) == our_t.front();
+  }
   if (c.covered) {
     c.mean_rel_diff = sum / double(c.covered);
     c.mean_rel_diff_step = sum_step / double(c.covered);

@@ -410,6 +410,7 @@ void head_to_head(const std::string& profile_csv, const std::string& published_c
                                      << c.max_rel_diff_time_s << " s";
   EXPECT_LT(c.max_rel_diff, 1e-5);
   EXPECT_LT(c.mean_rel_diff, 0);  // on average below: their slow end rises with time, ours does not
+  EXPECT_TRUE(c.same_fastest) << c.their_fastest_s << " s against " << c.our_fastest_s << " s";
 }
 
 TEST(PipelinePerseus, Gpt3A100TwelveMicrobatches) {
@@ -440,6 +441,12 @@ TEST(PipelineCompare, StepFunctionAtPublishedTimes) {
   EXPECT_NEAR(c.min_rel_diff, -1.0 / 91, 1e-12);
   EXPECT_EQ(c.ours_le_step, 3u);  // their step function at 13 ms is 90
   EXPECT_NEAR(infer_unit_s(pub), 0.001, 1e-15);
+  // Their fastest point (9 ms) is not our fastest plan (10 ms): two different problems.
+  EXPECT_FALSE(c.same_fastest);
+  EXPECT_NEAR(c.their_fastest_s, 0.009, 1e-15);
+  EXPECT_NEAR(c.our_fastest_s, 0.010, 1e-15);
+  pub.time_s[0] = 0.0101;  // within the unit
+  EXPECT_TRUE(compare(fr, pub, 0.001, 0).same_fastest);
 }
 
 // The CLI contract.

@@ -41,6 +41,9 @@ nlohmann::json comparison_json(const pipeline::Comparison& c, const std::string&
           {"max_rel_diff_time_s", c.max_rel_diff_time_s},
           {"mean_rel_diff", c.mean_rel_diff},
           {"min_rel_diff", c.min_rel_diff},
+          {"our_fastest_s", c.our_fastest_s},
+          {"their_fastest_s", c.their_fastest_s},
+          {"same_fastest", c.same_fastest},
           {"vs_their_step",
            {{"ours_le", c.ours_le_step},
             {"max_rel_diff", c.max_rel_diff_step},
@@ -168,6 +171,11 @@ int run(const PipelineArgs& a) {
           fmt::format("  {} published points are faster than our fastest plan\n", cmp->points - cmp->covered);
   }
   std::fputs(out.c_str(), stdout);
+  if (cmp && !cmp->same_fastest)
+    warn(fmt::format("{}: its fastest point takes {:g} s, our fastest plan {:g} s; both frontiers end at the "
+                     "all-fastest plan, so this compares two different problems (model, GPU, microbatches "
+                     "or --unit-time)",
+                     a.compare, cmp->their_fastest_s, cmp->our_fastest_s));
   return kExitOk;
 }
 

@@ -242,6 +242,10 @@ struct Comparison {
   size_t ours_le_step = 0;
   double max_rel_diff_step = 0;
   double mean_rel_diff_step = 0;
+  // Both frontiers end at the all-fastest plan, so on the same model, GPU, microbatch count and unit
+  // their fastest times agree (in whole units); when they do not, the comparison compares two problems.
+  double our_fastest_s = 0, their_fastest_s = 0;
+  bool same_fastest = false;
 };
 
 // At each published time T: our energy = the lowest energy among our points with time <= T (our
