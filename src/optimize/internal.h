@@ -41,6 +41,9 @@ Prepared prepare(const Problem& pr, bool tables = false);
 std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f);
 // Extra power while a pack runs at the higher of two clocks instead of the one it was given.
 double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from, int to);
+// How long a switch into pack k runs at the higher clock: the latency's spread (p99 − median), but no
+// longer than the pack itself (the next switch follows it; kernel-level packs last microseconds).
+double switch_window_s(const Problem& pr, uint32_t k);
 // One full replay of a plan: makespan and energy (packs, idle at the default clock, clock switches).
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);

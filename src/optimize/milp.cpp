@@ -258,7 +258,7 @@ Result<Plan> milp_oracle(const Problem& pr, double max_slowdown, const MilpOptio
         for (size_t a = 0; a < C; ++a) {
           for (size_t b = 0; b < C; ++b) {
             if (a == b) continue;
-            w[a * C + b] = spread_s * switch_power_w(pr, x, k, x.clocks[a], x.clocks[b]);
+            w[a * C + b] = switch_window_s(pr, k) * switch_power_w(pr, x, k, x.clocks[a], x.clocks[b]);
             any = any || w[a * C + b] > 0;
           }
         }

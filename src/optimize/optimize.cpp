@@ -119,6 +119,13 @@ double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from
   return std::max(0.0, pr.models->busy_power_w(at.signature, at.gpu, hi) - pr.models->busy_power_w(at.signature, at.gpu, lo));
 }
 
+double switch_window_s(const Problem& pr, uint32_t k) {
+  const auto& prof = pr.models->profile;
+  const double spread_s = std::max(0.0, prof.switch_latency_p99_ms.value - prof.switch_latency_median_ms.value) * 1e-3;
+  const pack::Pack& pk = pr.packing->packs[k];
+  return std::min(spread_s, double(std::max<int64_t>(0, pk.end_ns - pk.begin_ns)) * 1e-9);
+}
+
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out, std::vector<int64_t>* dur_out) {
   const graph::Graph& g = pr.workload->graph;
@@ -180,20 +187,20 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
     e += rest * m.idle_power_w(uint32_t(gi), pr.default_clock_mhz);
   }
   // Clock changes are issued so that the higher of the two clocks covers the latency's spread
-  // (p99 − median): that long, the pack that wanted the lower clock runs at the higher one.
-  const double spread_s = std::max(0.0, m.profile.switch_latency_p99_ms.value - m.profile.switch_latency_median_ms.value) * 1e-3;
+  // (p99 − median): that long (at most the pack's length), the pack that wanted the lower clock runs at
+  // the higher one.
   std::vector<int> prev(p.gpus.size(), -1);
   std::vector<uint32_t> first_pack(p.gpus.size(), graph::kNoId);
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const uint32_t gi = p.packs[k].gpu;
     if (first_pack[gi] == graph::kNoId) first_pack[gi] = k;
     const int c = clocks[k];
-    if (prev[gi] >= 0 && prev[gi] != c) e += spread_s * switch_power_w(pr, x, k, prev[gi], c);
+    if (prev[gi] >= 0 && prev[gi] != c) e += switch_window_s(pr, k) * switch_power_w(pr, x, k, prev[gi], c);
     prev[gi] = c;
   }
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {  // the wrap from the step's last pack to its first
     if (first_pack[gi] != graph::kNoId && prev[gi] != clocks[first_pack[gi]])
-      e += spread_s * switch_power_w(pr, x, first_pack[gi], prev[gi], clocks[first_pack[gi]]);
+      e += switch_window_s(pr, first_pack[gi]) * switch_power_w(pr, x, first_pack[gi], prev[gi], clocks[first_pack[gi]]);
   }
   plan.energy_j = e;
   plan.pack_clock_mhz = std::move(clocks);
@@ -491,8 +498,9 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   for (uint32_t k = 0; k < P; ++k) {
     if (x.pack_atoms[k].empty()) continue;
     const pack::Atom& at = p.atoms[x.pack_atoms[k].front()];
+    const double window_s = switch_window_s(pr, k);
     for (size_t c = 0; c < x.clocks.size(); ++c)
-      sw_v[k][c] = spread_s * pr.models->busy_power_w(at.signature, at.gpu, x.clocks[c]);
+      sw_v[k][c] = window_s * pr.models->busy_power_w(at.signature, at.gpu, x.clocks[c]);
   }
   auto solve_gpu = [&](size_t gi, int64_t budget) {
     const auto& ks = gpu_packs[gi];

@@ -109,8 +109,8 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
       EXPECT_LE(gap, 0.01) << d;  // the goal (docs/optimize.md, "DP against the exact optimum")
       sum += gap;
       ++n;
-      // Without kick and repair the trades between GPUs are out of reach: the pipeline and tensor-parallel
-      // cases at 5 % end 1.1–1.2 % above the optimum.
+      // Without kick and repair the trades between GPUs are out of reach: the worst case ends about 1 %
+      // above the optimum (0.98 % since a switch into a pack is charged for at most the pack's length).
       o.kick_replays = 0;
       auto no_kicks = optimize(pr, o);
       ASSERT_TRUE(no_kicks.ok());
@@ -121,7 +121,7 @@ TEST(Milp, DpIsWithinOnePercentOfTheOptimumOnLargerCases) {
   std::printf("mean gap %.3f %%, worst %.3f %% (without kick and repair: worst %.3f %%)\n", 100 * sum / n, 100 * worst,
               100 * worst_without_kicks);
   EXPECT_LE(sum / n, 0.002);
-  EXPECT_GT(worst_without_kicks, 0.01);
+  EXPECT_GT(worst_without_kicks, worst + 0.005);
 }
 
 TEST(Milp, LimitsAndImpossibleTargetsAreErrors) {

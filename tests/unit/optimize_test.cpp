@@ -205,6 +205,25 @@ TEST(Policy, RoundTripsAndRejectsStaleOrForeignPolicies) {
   EXPECT_NE(renamed.error().what.find("in the trace"), std::string::npos);
 }
 
+// A clock switch into a pack is charged for the latency's spread (11.9 ms on h100) at most as long as
+// the pack lasts: with packs of a few hundred microseconds, alternating clocks used to be priced at
+// several times the step's whole energy (here 136 J against 13.4 J for every pack at 1980 MHz; on the
+// kernel-level pipeline step, 273 J against 82 J for the default clock).
+TEST(Optimize, ShortPacksPayForSwitchesNoLongerThanThemselves) {
+  auto s = setup(1, 6, 0.2);  // packs of about 0.2 ms
+  const pack::Packing& p = s->packing;
+  ASSERT_GE(p.packs.size(), 20u);
+  Problem pr = s->problem();
+  std::vector<int> high(p.packs.size(), 1980), alternating(p.packs.size(), 1980);
+  for (size_t k = 0; k < alternating.size(); k += 2) alternating[k] = 990;
+  Plan a = predict(pr, high, "high"), b = predict(pr, alternating, "alternating");
+  // Half the packs at half the clock, each switch costing at most its pack's length at the higher
+  // clock's extra power: at most about the all-high plan's energy over the longer step, plus that extra
+  // once over the step (17.3 J here).
+  EXPECT_LT(b.energy_j, 1.5 * a.energy_j) << a.energy_j << " J all high, " << b.energy_j << " J alternating";
+  EXPECT_GT(b.time_ns, a.time_ns);  // (the low packs do run slower)
+}
+
 TEST(Optimize, ImpossibleSlowdownIsAnError) {
   auto s = setup(1, 3, 3);
   OptimizeOptions o;
