@@ -95,6 +95,19 @@ void stage_profile(std::string_view text) {
     check(fr->points[i - 1].time_units < fr->points[i].time_units);
     check(fr->points[i - 1].energy_j > fr->points[i].energy_j);
   }
+  if (fr->points.empty()) return;
+  // The plan to run within the middle of the frontier's time range: within the limit, in program order.
+  const double limit = 0.5 * (fr->points.front().time_s + fr->points.back().time_s);
+  auto at = emo::pipeline::point_within(*fr, model->unit_s, limit);
+  check(at.ok() && fr->points[*at].time_s <= limit + 1e-9);
+  auto sched = emo::pipeline::stage_schedule(*model, *dag, fr->plan(*at));
+  int64_t end = 0;
+  for (size_t s = 0; s < sched.size(); ++s) {
+    check(sched[s].size() == dag->program[s].size());
+    for (const auto& x : sched[s]) end = std::max(end, x.start_units + x.units);
+  }
+  check(end == fr->points[*at].time_units);
+  check(!emo::pipeline::perseus_frequency_file(sched, {}).empty());
 }
 
 void published_frontier(std::string_view text) {

@@ -131,6 +131,17 @@ expect 1 "pipeline absurd blocking power" -- "$emo" pipeline --profile "$tmp/pro
 says "pipeline absurd blocking power" "^error: --blocking-power"
 expect 1 "pipeline NaN blocking power" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power nan
 says "pipeline NaN blocking power" "^error: --blocking-power"
+expect 0 "pipeline plan for Perseus" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --max-slowdown 0.1 --plan "$tmp/freqs.py"
+# Perseus' PointSolution scheduler eval()s the file: one list per stage of (instruction, MHz) pairs.
+python3 -c "
+import sys
+s = eval(open(sys.argv[1]).read())
+assert isinstance(s, list) and s, s
+for stage in s:
+    assert len(stage) == 8 and all(isinstance(n, str) and n in ('forward', 'backward') and isinstance(f, int) for n, f in stage), stage
+" "$tmp/freqs.py" || { echo "FAIL: pipeline plan for Perseus: not the list Perseus reads"; fails=$((fails + 1)); }
+expect 1 "pipeline plan faster than possible" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --plan-at 1e-9
+says "pipeline plan faster than possible" "^error: --plan-at: no plan finishes within"
 expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
 expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
 expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100

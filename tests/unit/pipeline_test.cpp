@@ -12,6 +12,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <set>
 #include <string>
 
 #include "test_util.h"
@@ -449,6 +452,119 @@ TEST(PipelineCompare, StepFunctionAtPublishedTimes) {
   EXPECT_TRUE(compare(fr, pub, 0.001, 0).same_fastest);
 }
 
+// Three stages with clocks 1410, 1365, ... 870 MHz.
+Setup three_stage_setup(const std::string& name, int microbatches) {
+  std::vector<int> clocks;
+  for (int f = 1410; f >= 855; f -= 45) clocks.push_back(f);
+  return make_setup(synthetic_profile(test::temp_dir(name), 3, clocks, 0.010, 0.020), microbatches, 80);
+}
+
+// Choosing the point to run: the least-energy point within a time limit, compared in whole units.
+TEST(PipelinePlan, PointWithinIsTheLeastEnergyPointThatMeetsTheLimit) {
+  auto st = three_stage_setup("pipeline_point_within", 4);
+  auto fr = solve_frontier(st.model, st.dag);
+  ASSERT_TRUE(fr.ok()) << fr.error().message();
+  const auto& pts = fr->points;
+  ASSERT_GT(pts.size(), 5u);
+  const double unit = st.model.unit_s;
+  // Against every point's own time, half a unit after it and half a unit before it, and a brute force.
+  for (size_t i = 0; i < pts.size(); ++i) {
+    for (double limit : {pts[i].time_s, pts[i].time_s + 0.5 * unit, pts[i].time_s - 0.5 * unit}) {
+      auto got = point_within(*fr, unit, limit);
+      std::optional<size_t> best;
+      for (size_t k = 0; k < pts.size(); ++k) {
+        if (double(pts[k].time_units) * unit <= limit + 1e-12 && (!best || pts[k].energy_j < pts[*best].energy_j))
+          best = k;
+      }
+      if (!best) {
+        ASSERT_FALSE(got.ok()) << limit;
+        EXPECT_NE(got.error().note.find("the fastest plan takes"), std::string::npos) << got.error().note;
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << limit << ": " << got.error().message();
+      EXPECT_EQ(*got, *best) << limit;
+    }
+    EXPECT_EQ(*point_within(*fr, unit, pts[i].time_s), i);  // its own time (a sum of units) meets it
+  }
+  EXPECT_EQ(*point_within(*fr, unit, 1e6), pts.size() - 1);
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_FALSE(point_within(*fr, unit, bad).ok()) << bad;
+}
+
+// The schedule of a plan is the plan itself, stage by stage in execution order, timed as early as the
+// DAG allows; the Perseus file and the CSV hold exactly that.
+TEST(PipelinePlan, StageScheduleAndItsFilesAreThePlanInProgramOrder) {
+  auto st = three_stage_setup("pipeline_schedule", 5);
+  auto fr = solve_frontier(st.model, st.dag);
+  ASSERT_TRUE(fr.ok()) << fr.error().message();
+  const size_t mid = fr->points.size() / 2;
+  const Plan plan = fr->plan(mid);
+  const auto sched = stage_schedule(st.model, st.dag, plan);
+  ASSERT_EQ(sched.size(), 3u);
+  int64_t end = 0;
+  std::set<int> distinct_clocks;
+  for (size_t s = 0; s < sched.size(); ++s) {
+    ASSERT_EQ(sched[s].size(), 2u * 5u);
+    for (size_t i = 0; i < sched[s].size(); ++i) {
+      const ScheduledInstruction& x = sched[s][i];
+      const uint32_t v = st.dag.program[s][i];
+      EXPECT_EQ(x.node, v);
+      EXPECT_EQ(x.instruction, st.dag.nodes[v].instruction);
+      EXPECT_EQ(x.microbatch, st.dag.nodes[v].microbatch);
+      const Candidate& c = st.model.at(int(s), x.instruction).candidates[plan.candidate[v]];
+      EXPECT_EQ(x.clock_mhz, c.clock_mhz);
+      EXPECT_EQ(x.units, plan.units[v]);
+      EXPECT_DOUBLE_EQ(x.clock_time_s, c.time_s);
+      if (i > 0) {
+        EXPECT_GE(x.start_units, sched[s][i - 1].start_units + sched[s][i - 1].units);
+      }
+      for (uint32_t k = st.dag.pred_begin[v]; k < st.dag.pred_begin[v + 1]; ++k) {
+        const uint32_t u = st.dag.preds[k];
+        const auto& su = sched[size_t(st.dag.nodes[u].stage)];
+        auto it = std::find_if(su.begin(), su.end(), [&](const ScheduledInstruction& y) { return y.node == u; });
+        ASSERT_NE(it, su.end());
+        EXPECT_GE(x.start_units, it->start_units + it->units);
+      }
+      end = std::max(end, x.start_units + x.units);
+      distinct_clocks.insert(x.clock_mhz);
+    }
+  }
+  EXPECT_EQ(end, fr->points[mid].time_units);
+  EXPECT_GT(distinct_clocks.size(), 1u);  // a point inside the frontier mixes clocks
+
+  // Perseus' file: line 1 "[", then one Python list per stage of ("forward"|"backward", MHz), "]", comments.
+  const std::string py = perseus_frequency_file(sched, {"a comment"});
+  std::vector<std::string> lines;
+  for (size_t b = 0, e; b < py.size(); b = e + 1) {
+    e = py.find('\n', b);
+    lines.push_back(py.substr(b, e - b));
+  }
+  ASSERT_EQ(lines.size(), 1 + 3 + 1 + 1u);
+  EXPECT_EQ(lines[0], "[");
+  EXPECT_EQ(lines[4], "]");
+  EXPECT_EQ(lines[5], "# a comment");
+  const std::regex pair_re("\\(\"(forward|backward)\", ([0-9]+)\\)");
+  for (size_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(lines[1 + s].substr(0, 1), "[");
+    ASSERT_EQ(lines[1 + s].substr(lines[1 + s].size() - 2), "],");
+    size_t i = 0;
+    for (std::sregex_iterator it(lines[1 + s].begin(), lines[1 + s].end(), pair_re), last; it != last; ++it, ++i) {
+      ASSERT_LT(i, sched[s].size());
+      EXPECT_EQ((*it)[1].str(), std::string(instruction_name(sched[s][i].instruction)));
+      EXPECT_EQ(std::stoi((*it)[2].str()), sched[s][i].clock_mhz);
+    }
+    EXPECT_EQ(i, sched[s].size());
+  }
+  // CSV: a header and one row per instruction; the rows carry the same values.
+  const std::string csv = schedule_csv(sched, st.model.unit_s);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + long(st.dag.num_nodes()));
+  const auto& x = sched[2][3];
+  char row[256];
+  std::snprintf(row, sizeof row, "\n2,3,%s,%d,%d,%lld,", std::string(instruction_name(x.instruction)).c_str(),
+                x.microbatch, x.clock_mhz, static_cast<long long>(x.units));
+  EXPECT_NE(csv.find(row), std::string::npos) << row;
+}
+
 // The CLI contract.
 int run(const std::string& args, const std::string& out) {
   std::string cmd = std::string(EMO_BINARY) + " " + args + " > " + out + " 2>&1";
@@ -509,6 +625,50 @@ TEST(PipelineCli, JsonHasTheContractKeys) {
   // Without --json: a human summary.
   ASSERT_EQ(run("pipeline --profile " + prof + " --microbatches 3 --blocking-power 80", out), 0);
   EXPECT_NE(slurp(out).find("frontier (lowtime accounting)"), std::string::npos) << slurp(out);
+}
+
+TEST(PipelineCli, PlanOfTheChosenPoint) {
+  std::string dir = test::temp_dir("pipeline_cli_plan");
+  std::vector<int> clocks;
+  for (int f = 1410; f >= 855; f -= 45) clocks.push_back(f);
+  std::string prof = synthetic_profile(dir, 3, clocks, 0.0105, 0.0205);
+  std::string base = "pipeline --profile " + prof + " --microbatches 4 --blocking-power 80 ";
+  std::string json = dir + "/r.json", out = dir + "/out.txt", py = dir + "/freqs.py", csv = dir + "/plan.csv";
+  ASSERT_EQ(run(base + "--max-slowdown 0.05 --plan " + py + " --json " + json, out), 0) << slurp(out);
+  auto j = nlohmann::json::parse(slurp(json));
+  const auto& f = j["frontier"];
+  const double limit = f[0][0].get<double>() * 1.05;
+  double best = 1e300;  // the least energy among the points within the limit
+  for (const auto& p : f) {
+    if (p[0].get<double>() <= limit + 1e-12) best = std::min(best, p[1].get<double>());
+  }
+  ASSERT_TRUE(j["plan"].is_object());
+  EXPECT_DOUBLE_EQ(j["plan"]["energy_j"].get<double>(), best);
+  EXPECT_LE(j["plan"]["time_s"].get<double>(), limit + 1e-12);
+  EXPECT_LT(j["plan"]["energy_j"].get<double>(), f[0][1].get<double>());  // a saving over the fastest
+  EXPECT_EQ(j["plan"]["file"], py);
+  ASSERT_EQ(j["plan"]["stages"].size(), 3u);
+  EXPECT_EQ(j["plan"]["stages"][0].size(), 8u);
+  // The file holds the same clocks.
+  const std::string text = slurp(py);
+  const auto& first = j["plan"]["stages"][0][0];
+  EXPECT_NE(text.find("[(\"" + first[0].get<std::string>() + "\", " + std::to_string(first[1].get<int>()) + ")"),
+            std::string::npos)
+      << text;
+  // The least-energy point by default, as CSV; the human summary names the file.
+  ASSERT_EQ(run(base + "--plan " + csv, out), 0) << slurp(out);
+  EXPECT_NE(slurp(out).find("written to " + csv), std::string::npos) << slurp(out);
+  EXPECT_EQ(slurp(csv).substr(0, 6), "stage,");
+  // Errors: a limit nothing meets, a bad limit, a file type, both choices at once.
+  EXPECT_EQ(run(base + "--plan-at 0.001", out), 1);
+  EXPECT_NE(slurp(out).find("error: --plan-at: no plan finishes within 0.001 s"), std::string::npos) << slurp(out);
+  EXPECT_NE(slurp(out).find("note: the fastest plan takes"), std::string::npos) << slurp(out);
+  EXPECT_EQ(run(base + "--max-slowdown -0.1", out), 1);
+  EXPECT_NE(slurp(out).find("error: --max-slowdown"), std::string::npos) << slurp(out);
+  EXPECT_EQ(run(base + "--plan-at nan", out), 1);
+  EXPECT_EQ(run(base + "--plan " + dir + "/plan.txt", out), 1);
+  EXPECT_NE(slurp(out).find("error: --plan: "), std::string::npos) << slurp(out);
+  EXPECT_EQ(run(base + "--plan-at 1 --max-slowdown 0.1", out), 2);
 }
 
 }  // namespace

@@ -28,7 +28,15 @@ struct PipelineArgs {
   std::string compare;
   double tolerance = 1e-5;
   std::string json_out;
+  std::string plan_file;
+  double plan_at = 0, max_slowdown = 0;
+  CLI::Option* plan_at_opt = nullptr;
+  CLI::Option* max_slowdown_opt = nullptr;
 };
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 nlohmann::json comparison_json(const pipeline::Comparison& c, const std::string& path) {
   return {{"published", path},
@@ -64,6 +72,15 @@ int run(const PipelineArgs& a) {
   if (a.unit_time < 0 || !std::isfinite(a.unit_time))
     return fail(make_error("--unit-time", "must be > 0 seconds"));
   if (!(a.tolerance >= 0)) return fail(make_error("--tolerance", "must be >= 0"));
+  const bool want_plan = !a.plan_file.empty() || a.plan_at_opt->count() || a.max_slowdown_opt->count();
+  if (!a.plan_file.empty() && !ends_with(a.plan_file, ".py") && !ends_with(a.plan_file, ".csv"))
+    return fail(make_error("--plan", "'" + a.plan_file + "' must end in .py or .csv",
+                           ".py: the frequency file of Perseus' PointSolution scheduler; .csv: one row per "
+                           "instruction"));
+  if (a.plan_at_opt->count() && !(a.plan_at > 0 && std::isfinite(a.plan_at)))
+    return fail(make_error("--plan-at", "must be a positive number of seconds"));
+  if (a.max_slowdown_opt->count() && !(a.max_slowdown >= 0 && a.max_slowdown <= 100))
+    return fail(make_error("--max-slowdown", "must be from 0 to 100 (a fraction of the fastest plan's time)"));
   pipeline::Accounting accounting;
   if (a.accounting == "lowtime") {
     accounting = pipeline::Accounting::kLowtime;
@@ -97,6 +114,43 @@ int run(const PipelineArgs& a) {
   if (published) cmp = pipeline::compare(*frontier, *published, unit, a.tolerance);
 
   const auto& pts = frontier->points;
+  // The plan to run: the least-energy point within --plan-at seconds, within --max-slowdown of the
+  // fastest point, or (neither) the least-energy point of all.
+  std::optional<size_t> chosen;
+  double limit_s = 0;
+  std::vector<std::vector<pipeline::ScheduledInstruction>> schedule;
+  if (want_plan && !pts.empty()) {
+    const char* flag = a.plan_at_opt->count() ? "--plan-at" : "--max-slowdown";
+    if (a.plan_at_opt->count() || a.max_slowdown_opt->count()) {
+      limit_s = a.plan_at_opt->count() ? a.plan_at : pts.front().time_s * (1 + a.max_slowdown);
+      auto idx = pipeline::point_within(*frontier, unit, limit_s);
+      if (!idx) {
+        Error e = idx.error();
+        e.where = flag;
+        return fail(e);
+      }
+      chosen = *idx;
+    } else {
+      chosen = pts.size() - 1;
+      limit_s = pts.back().time_s;
+    }
+    schedule = pipeline::stage_schedule(*model, *dag, frontier->plan(*chosen));
+    if (!a.plan_file.empty()) {
+      const auto& p = pts[*chosen];
+      std::string text =
+          ends_with(a.plan_file, ".py")
+              ? pipeline::perseus_frequency_file(
+                    schedule,
+                    {fmt::format("emo pipeline: {}, {} stages x {} microbatches, 1F1B, {} accounting", a.profile,
+                                 model->stages, a.microbatches, pipeline::accounting_name(accounting)),
+                     fmt::format("iteration time {:.6g} s (limit {:.6g} s), energy {:.6g} J; measured profile: "
+                                 "{:.6g} s, {:.6g} J",
+                                 p.time_s, limit_s, p.energy_j, p.measured_time_s, p.measured_energy_j)})
+              : pipeline::schedule_csv(schedule, unit);
+      Status st = write_file_atomic(a.plan_file, text);
+      if (!st.ok()) return fail(st.error());
+    }
+  }
   if (!a.json_out.empty()) {
     nlohmann::json j;
     j["profile"] = a.profile;
@@ -133,6 +187,23 @@ int run(const PipelineArgs& a) {
     }
     j["instructions"] = std::move(ins);
     if (cmp) j["comparison"] = comparison_json(*cmp, a.compare);
+    if (chosen) {
+      const auto& p = pts[*chosen];
+      nlohmann::json stages = nlohmann::json::array();
+      for (const auto& st : schedule) {
+        nlohmann::json row = nlohmann::json::array();
+        for (const auto& x : st) row.push_back({std::string(pipeline::instruction_name(x.instruction)), x.clock_mhz});
+        stages.push_back(std::move(row));
+      }
+      j["plan"] = {{"point", *chosen},
+                   {"limit_s", limit_s},
+                   {"time_s", p.time_s},
+                   {"energy_j", p.energy_j},
+                   {"measured_time_s", p.measured_time_s},
+                   {"measured_energy_j", p.measured_energy_j},
+                   {"file", a.plan_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.plan_file)},
+                   {"stages", std::move(stages)}};
+    }
     Status s = write_file_atomic(a.json_out, j.dump(1) + "\n");
     if (!s.ok()) return fail(s.error());
     if (a.json_out == "-") return kExitOk;
@@ -170,6 +241,14 @@ int run(const PipelineArgs& a) {
       out +=
           fmt::format("  {} published points are faster than our fastest plan\n", cmp->points - cmp->covered);
   }
+  if (chosen) {
+    const auto& p = pts[*chosen];
+    out += fmt::format("plan within {:.4f} s: {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less "
+                       "energy than the fastest{}\n",
+                       limit_s, p.time_s, p.energy_j, p.measured_time_s, p.measured_energy_j,
+                       100 * (1 - p.energy_j / pts.front().energy_j),
+                       a.plan_file.empty() ? "" : "; written to " + a.plan_file);
+  }
   std::fputs(out.c_str(), stdout);
   if (cmp && !cmp->same_fastest)
     warn(fmt::format("{}: its fastest point takes {:g} s, our fastest plan {:g} s; both frontiers end at the "
@@ -203,6 +282,16 @@ void add_pipeline(CLI::App& root, Action& action) {
   sub->add_option("--tolerance", args->tolerance,
                   "relative tolerance reported with --compare (default 1e-5)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
+  sub->add_option("--plan", args->plan_file,
+                  "write the chosen point's plan: FILE.py is the frequency file of Perseus' PointSolution "
+                  "scheduler (per stage, its (instruction, MHz) in execution order), FILE.csv one row per "
+                  "instruction. The point: see --plan-at and --max-slowdown; neither: the least-energy point");
+  args->plan_at_opt = sub->add_option(
+      "--plan-at", args->plan_at, "choose the least-energy point whose iteration time is at most SECONDS");
+  args->max_slowdown_opt =
+      sub->add_option("--max-slowdown", args->max_slowdown,
+                      "choose the least-energy point within this fraction of the fastest plan's time (0.05: 5 %)")
+          ->excludes(args->plan_at_opt);
   sub->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

@@ -216,6 +216,39 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
                                 const FrontierOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
+// One point's plan as the stages run it: what a runtime (Perseus' frequency controller) applies.
+
+// The point to run under an iteration-time limit: the least-energy point whose time is at most
+// max_time_s, compared in whole units of unit_s (a limit within 1e-9 units of a boundary counts as
+// reaching it). Error when max_time_s is not a positive number, or when even the fastest point is
+// slower (the message gives the fastest time).
+Result<size_t> point_within(const Frontier& frontier, double unit_s, double max_time_s);
+
+struct ScheduledInstruction {
+  uint32_t node = 0;  // DAG node
+  Instruction instruction = Instruction::kForward;
+  int32_t microbatch = 0;
+  int clock_mhz = 0;
+  int64_t units = 0;        // planned duration (with lowtime's accounting, at least the clock's own)
+  int64_t start_units = 0;  // as early as its dependencies allow, planned durations
+  double clock_time_s = 0, clock_energy_j = 0;  // the measured profile at that clock
+};
+
+// Per stage, its instructions in execution order (PipelineDag::program) with their clocks and times.
+std::vector<std::vector<ScheduledInstruction>> stage_schedule(const PipelineModel& model,
+                                                              const PipelineDag& dag, const Plan& plan);
+
+// The frequency file that Perseus' PointSolution scheduler reads (zeus' pipeline frequency optimizer,
+// one rank per stage of a pure pipeline): a Python list holding, per stage, its ("forward" | "backward",
+// MHz) pairs in execution order; then each of `comments` as a `# ` line.
+std::string perseus_frequency_file(const std::vector<std::vector<ScheduledInstruction>>& schedule,
+                                   const std::vector<std::string>& comments);
+
+// One row per instruction: stage,order,instruction,microbatch,frequency_mhz,units,start_s,end_s,
+// clock_time_s,clock_energy_j (start and end on the plan's time grid).
+std::string schedule_csv(const std::vector<std::vector<ScheduledInstruction>>& schedule, double unit_s);
+
+// ---------------------------------------------------------------------------------------------
 // Head-to-head with a published lowtime frontier (columns time,energy; seconds, joules).
 
 struct PublishedFrontier {
