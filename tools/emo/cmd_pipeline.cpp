@@ -243,7 +243,7 @@ int run(const PipelineArgs& a) {
   }
   if (chosen) {
     const auto& p = pts[*chosen];
-    out += fmt::format("plan within {:.4f} s: {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less "
+    out += fmt::format("plan within {:.6g} s: {:.4f} s  {:.1f} J   (measured: {:.4f} s  {:.1f} J), {:.1f} % less "
                        "energy than the fastest{}\n",
                        limit_s, p.time_s, p.energy_j, p.measured_time_s, p.measured_energy_j,
                        100 * (1 - p.energy_j / pts.front().energy_j),
