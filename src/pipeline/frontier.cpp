@@ -655,7 +655,11 @@ std::string_view accounting_name(Accounting accounting) {
   return accounting == Accounting::kLowtime ? "lowtime" : "clocks";
 }
 
-PlanEvaluation evaluate(const PipelineModel& model, const PipelineDag& dag, const Plan& plan) {
+namespace {
+
+// evaluate(), with the fitted cost of node v at `units` from cost(v, units).
+template <class Cost>
+PlanEvaluation evaluate_with(const PipelineModel& model, const PipelineDag& dag, const Plan& plan, Cost&& cost) {
   size_t n = dag.num_nodes();
   std::vector<int64_t> fin(n);
   std::vector<double> fin_s(n);
@@ -674,7 +678,7 @@ PlanEvaluation evaluate(const PipelineModel& model, const PipelineDag& dag, cons
     fin_s[v] = start_s + c.time_s;
     r.time_units = std::max(r.time_units, fin[v]);
     end_s = std::max(end_s, fin_s[v]);
-    r.model_cost_j += im.cost(double(plan.units[v]));
+    r.model_cost_j += cost(v, plan.units[v]);
     sum_t += c.time_s;
     sum_e += c.energy_j;
   }
@@ -685,6 +689,14 @@ PlanEvaluation evaluate(const PipelineModel& model, const PipelineDag& dag, cons
   return r;
 }
 
+}  // namespace
+
+PlanEvaluation evaluate(const PipelineModel& model, const PipelineDag& dag, const Plan& plan) {
+  return evaluate_with(model, dag, plan, [&](size_t v, int64_t units) {
+    return model.at(dag.nodes[v].stage, dag.nodes[v].instruction).cost(double(units));
+  });
+}
+
 void Frontier::for_each_plan(const std::function<void(size_t, const Plan&)>& f) const {
   Plan plan = start_;
   for (size_t g = 0; g < change_begin_.size(); ++g) {
@@ -693,7 +705,18 @@ void Frontier::for_each_plan(const std::function<void(size_t, const Plan&)>& f) 
       plan.units[changes_[k].node] = changes_[k].units;
       plan.candidate[changes_[k].node] = changes_[k].candidate;
     }
-    if (point_of_plan_[g] >= 0) f(size_t(point_of_plan_[g]), plan);
+    if (point_of_plan_[g] < 0) continue;
+    const size_t i = size_t(point_of_plan_[g]);
+    if (i >= fill_.size() || fill_[i].empty()) {
+      f(i, plan);
+      continue;
+    }
+    Plan filled = plan;
+    for (const Change& ch : fill_[i]) {
+      filled.units[ch.node] = ch.units;
+      filled.candidate[ch.node] = ch.candidate;
+    }
+    f(i, filled);
   }
 }
 
@@ -748,22 +771,22 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
     bool done = false;
   } channel;
   Planner planner(solver.kinds(), solver.kind_of());
+  struct Table {
+    int64_t min_units = 0;
+    std::vector<double> cost;  // fitted cost per unit from min_units to max_units
+  };
+  std::vector<Table> tables;
+  for (const auto& im : model.instructions) {
+    Table tb;
+    tb.min_units = im.min_units();
+    for (int64_t u = im.min_units(); u <= im.max_units(); ++u) tb.cost.push_back(im.cost(double(u)));
+    tables.push_back(std::move(tb));
+  }
+  const std::vector<uint32_t>& kind_of = solver.kind_of();
   {
     // Nodes are evaluated in id (topological) order with running sums and maxima; each node's running
     // values are kept, so a plan only re-evaluates from its first node that changed since the
     // previous plan (the same additions in the same order: the same numbers as a full pass).
-    struct Table {
-      int64_t min_units = 0;
-      std::vector<double> cost;  // fitted cost per unit from min_units to max_units
-    };
-    std::vector<Table> tables;
-    for (const auto& im : model.instructions) {
-      Table tb;
-      tb.min_units = im.min_units();
-      for (int64_t u = im.min_units(); u <= im.max_units(); ++u) tb.cost.push_back(im.cost(double(u)));
-      tables.push_back(std::move(tb));
-    }
-    const std::vector<uint32_t>& kind_of = solver.kind_of();
     std::vector<int64_t> fin(n);
     std::vector<double> fin_s(n);
     std::vector<Evaluated> running(n);
@@ -933,6 +956,54 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
       fr.point_of_plan_[pts_gen[k]] = int64_t(fr.points.size());
       fr.points.push_back(pts[k]);
     }
+  }
+  // 5. Clocks accounting: each node was rounded down to a clock, which leaves slack; each point's plan
+  // spends it on slower clocks within its own makespan (fill_slack: the same time, no more energy), and
+  // the Pareto set is taken again.
+  if (options.accounting == Accounting::kClocks && options.fill_slack && !fr.points.empty()) {
+    fr.fill_.assign(fr.points.size(), {});
+    Plan plan = fr.start_;
+    for (size_t g = 0; g < fr.change_begin_.size(); ++g) {
+      size_t end = g + 1 < fr.change_begin_.size() ? fr.change_begin_[g + 1] : fr.changes_.size();
+      for (size_t k = fr.change_begin_[g]; k < end; ++k) {
+        plan.units[fr.changes_[k].node] = fr.changes_[k].units;
+        plan.candidate[fr.changes_[k].node] = fr.changes_[k].candidate;
+      }
+      if (fr.point_of_plan_[g] < 0) continue;
+      FrontierPoint& p = fr.points[size_t(fr.point_of_plan_[g])];
+      Plan filled = plan;
+      if (fill_slack(model, dag, filled, p.time_units) == 0) continue;
+      PlanEvaluation ev = evaluate_with(model, dag, filled, [&](size_t v, int64_t u) {
+        const Table& tb = tables[kind_of[v]];
+        return tb.cost[size_t(u - tb.min_units)];
+      });
+      if (ev.time_units != p.time_units || !(ev.energy_j <= p.energy_j * (1 + 1e-12)))
+        return make_error("", "internal: filling the slack of the plan for " + std::to_string(p.time_units) +
+                                  " units changed its time or raised its energy");
+      for (uint32_t v = 0; v < n; ++v) {
+        if (filled.candidate[v] != plan.candidate[v])
+          fr.fill_[size_t(fr.point_of_plan_[g])].push_back({v, filled.candidate[v], filled.units[v]});
+      }
+      p.energy_j = ev.energy_j;
+      p.model_cost_j = ev.model_cost_j;
+      p.measured_time_s = ev.measured_time_s;
+      p.measured_energy_j = ev.measured_energy_j;
+    }
+    // Points are time ascending: keep each that uses less energy than every faster one kept.
+    std::vector<int64_t> renumber(fr.points.size(), -1);
+    std::vector<FrontierPoint> kept;
+    std::vector<std::vector<Frontier::Change>> kept_fill;
+    for (size_t i = 0; i < fr.points.size(); ++i) {
+      if (!kept.empty() && !(fr.points[i].energy_j < kept.back().energy_j)) continue;
+      renumber[i] = int64_t(kept.size());
+      kept.push_back(fr.points[i]);
+      kept_fill.push_back(std::move(fr.fill_[i]));
+    }
+    for (int64_t& pi : fr.point_of_plan_) {
+      if (pi >= 0) pi = renumber[size_t(pi)];
+    }
+    fr.points = std::move(kept);
+    fr.fill_ = std::move(kept_fill);
   }
   return fr;
 }

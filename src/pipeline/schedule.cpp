@@ -4,10 +4,51 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "emo/pipeline/pipeline.h"
 
 namespace emo::pipeline {
+
+size_t fill_slack(const PipelineModel& model, const PipelineDag& dag, Plan& plan, int64_t deadline_units) {
+  const size_t n = dag.num_nodes();
+  std::vector<int64_t> earliest(n, 0), latest_start(n, 0);
+  for (size_t v = 0; v < n; ++v) {  // ids are topological
+    for (uint32_t k = dag.pred_begin[v]; k < dag.pred_begin[v + 1]; ++k) {
+      const uint32_t u = dag.preds[k];
+      earliest[v] = std::max(earliest[v], earliest[u] + plan.units[u]);
+    }
+  }
+  // A node's predecessors are placed after it, each ending by its latest start, which is at least its
+  // earliest start: so each keeps at least the room it had.
+  size_t changed = 0;
+  for (size_t v = n; v-- > 0;) {
+    int64_t latest_finish = deadline_units;
+    for (uint32_t k = dag.succ_begin[v]; k < dag.succ_begin[v + 1]; ++k)
+      latest_finish = std::min(latest_finish, latest_start[dag.succs[k]]);
+    const InstructionModel& im = model.at(dag.nodes[v].stage, dag.nodes[v].instruction);
+    const int64_t room = latest_finish - earliest[v];
+    // Candidates are slowest first: skip those that do not fit (by halves), then take the slowest
+    // that fits and costs less.
+    const auto& cands = im.candidates;
+    const auto first_fit = std::partition_point(cands.begin(), cands.begin() + plan.candidate[v],
+                                                [&](const Candidate& c) { return c.units > room; });
+    double now = std::numeric_limits<double>::quiet_NaN();  // its cost, once a slower clock fits
+    for (uint32_t c = uint32_t(first_fit - cands.begin()); c < plan.candidate[v]; ++c) {
+      const Candidate& cand = cands[c];
+      if (cand.units <= plan.units[v]) break;
+      if (std::isnan(now)) now = im.cost(double(plan.units[v]));
+      if (im.cost(double(cand.units)) < now) {
+        plan.candidate[v] = c;
+        plan.units[v] = cand.units;
+        ++changed;
+        break;
+      }
+    }
+    latest_start[v] = latest_finish - plan.units[v];
+  }
+  return changed;
+}
 
 Result<size_t> point_within(const Frontier& frontier, double unit_s, double max_time_s) {
   if (!(max_time_s > 0) || !std::isfinite(max_time_s) || !(unit_s > 0))

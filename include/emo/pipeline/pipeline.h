@@ -150,6 +150,9 @@ struct FrontierOptions {
   // The plans are built and evaluated on a second thread beside the flow solver when this is ≥ 2
   // (0: EMO_THREADS or the hardware's); the frontier is the same either way.
   int threads = 0;
+  // Clocks accounting only: rounding each node down to a clock leaves slack, which each point's plan
+  // then spends on slower clocks (fill_slack, within the plan's own makespan); off only to compare.
+  bool fill_slack = true;
 };
 
 struct FrontierPoint {
@@ -206,6 +209,7 @@ class Frontier {
   std::vector<Change> changes_;         // changes from one generated plan to the next
   std::vector<size_t> change_begin_;    // per generated plan: its first change
   std::vector<int64_t> point_of_plan_;  // per generated plan: its index in `points`, or -1
+  std::vector<std::vector<Change>> fill_;  // per point (clocks accounting): fill_slack()'s changes
 };
 
 // For every whole number of units between the fastest and the slowest makespan, the minimum-energy
@@ -214,6 +218,13 @@ class Frontier {
 // plan is checked: its DAG makespan never exceeds its time.
 Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& dag,
                                 const FrontierOptions& options = {});
+
+// Spends a plan's slack on slower clocks: from the last node to the first, each node takes the slowest
+// of its clocks that still lets it end by its latest finish under `deadline_units` (all later nodes
+// at their new clocks, as late as they may run) when that costs less on the fitted curve, at that
+// clock's own time (the clocks accounting). A plan that met the deadline still does, and costs no
+// more. Returns how many nodes changed.
+size_t fill_slack(const PipelineModel& model, const PipelineDag& dag, Plan& plan, int64_t deadline_units);
 
 // ---------------------------------------------------------------------------------------------
 // One point's plan as the stages run it: what a runtime (Perseus' frequency controller) applies.
