@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -961,34 +962,30 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
   // spends it on slower clocks within its own makespan (fill_slack: the same time, no more energy), and
   // the Pareto set is taken again.
   if (options.accounting == Accounting::kClocks && options.fill_slack && !fr.points.empty()) {
-    fr.fill_.assign(fr.points.size(), {});
-    Plan plan = fr.start_;
-    for (size_t g = 0; g < fr.change_begin_.size(); ++g) {
-      size_t end = g + 1 < fr.change_begin_.size() ? fr.change_begin_[g + 1] : fr.changes_.size();
-      for (size_t k = fr.change_begin_[g]; k < end; ++k) {
-        plan.units[fr.changes_[k].node] = fr.changes_[k].units;
-        plan.candidate[fr.changes_[k].node] = fr.changes_[k].candidate;
-      }
-      if (fr.point_of_plan_[g] < 0) continue;
-      FrontierPoint& p = fr.points[size_t(fr.point_of_plan_[g])];
+    std::vector<std::vector<Frontier::Change>> fills(fr.points.size());
+    std::optional<Error> broken;
+    fr.for_each_plan([&](size_t i, const Plan& plan) {
+      FrontierPoint& p = fr.points[i];
       Plan filled = plan;
-      if (fill_slack(model, dag, filled, p.time_units) == 0) continue;
+      if (broken || fill_slack(model, dag, filled, p.time_units) == 0) return;
       PlanEvaluation ev = evaluate_with(model, dag, filled, [&](size_t v, int64_t u) {
         const Table& tb = tables[kind_of[v]];
         return tb.cost[size_t(u - tb.min_units)];
       });
-      if (ev.time_units != p.time_units || !(ev.energy_j <= p.energy_j * (1 + 1e-12)))
-        return make_error("", "internal: filling the slack of the plan for " + std::to_string(p.time_units) +
-                                  " units changed its time or raised its energy");
+      if (ev.time_units != p.time_units || !(ev.energy_j <= p.energy_j * (1 + 1e-12))) {
+        broken = make_error("", "internal: filling the slack of the plan for " + std::to_string(p.time_units) +
+                                    " units changed its time or raised its energy");
+        return;
+      }
       for (uint32_t v = 0; v < n; ++v) {
-        if (filled.candidate[v] != plan.candidate[v])
-          fr.fill_[size_t(fr.point_of_plan_[g])].push_back({v, filled.candidate[v], filled.units[v]});
+        if (filled.candidate[v] != plan.candidate[v]) fills[i].push_back({v, filled.candidate[v], filled.units[v]});
       }
       p.energy_j = ev.energy_j;
       p.model_cost_j = ev.model_cost_j;
       p.measured_time_s = ev.measured_time_s;
       p.measured_energy_j = ev.measured_energy_j;
-    }
+    });
+    if (broken) return *broken;
     // Points are time ascending: keep each that uses less energy than every faster one kept.
     std::vector<int64_t> renumber(fr.points.size(), -1);
     std::vector<FrontierPoint> kept;
@@ -997,7 +994,7 @@ Result<Frontier> solve_frontier(const PipelineModel& model, const PipelineDag& d
       if (!kept.empty() && !(fr.points[i].energy_j < kept.back().energy_j)) continue;
       renumber[i] = int64_t(kept.size());
       kept.push_back(fr.points[i]);
-      kept_fill.push_back(std::move(fr.fill_[i]));
+      kept_fill.push_back(std::move(fills[i]));
     }
     for (int64_t& pi : fr.point_of_plan_) {
       if (pi >= 0) pi = renumber[size_t(pi)];

@@ -119,7 +119,8 @@ int run(const PipelineArgs& a) {
   std::optional<size_t> chosen;
   double limit_s = 0;
   std::vector<std::vector<pipeline::ScheduledInstruction>> schedule;
-  if (want_plan && !pts.empty()) {
+  if (want_plan && pts.empty()) return fail(make_error("--plan", "the frontier has no points"));
+  if (want_plan) {
     const char* flag = a.plan_at_opt->count() ? "--plan-at" : "--max-slowdown";
     if (a.plan_at_opt->count() || a.max_slowdown_opt->count()) {
       limit_s = a.plan_at_opt->count() ? a.plan_at : pts.front().time_s * (1 + a.max_slowdown);
