@@ -34,13 +34,34 @@ StepSlowdown step_slowdown(const std::vector<double>& step_us, double default_us
   return out;
 }
 
+double energy_gap_pct(const Checked& c) {
+  auto gap = [](double predicted, double measured) { return measured > 0 ? 100 * std::abs(predicted / measured - 1) : 0.0; };
+  double worst = gap(c.default_predicted_j, c.default_measured_j);
+  for (const CheckRound& r : c.rounds) {
+    if (r.accepted) worst = std::max(worst, gap(r.predicted_energy_j, r.measured_energy_j));
+  }
+  return worst;
+}
+
+std::vector<std::string> check_warnings(const Checked& c) {
+  const double g = energy_gap_pct(c);
+  if (!(g > kEnergyDoubtPct)) return {};
+  return {fmt::format("the check measured a step energy {:.1f} % away from the models' prediction (more than {:g} %): "
+                      "the predicted saving may not hold; `emo evaluate` or `emo run` measures it",
+                      g, kEnergyDoubtPct)};
+}
+
 nlohmann::json check_json(const Checked& c) {
   nlohmann::json rounds = nlohmann::json::array();
   for (const CheckRound& r : c.rounds) {
     rounds.push_back({{"plan", r.plan}, {"reserve", r.reserve}, {"predicted_pct", r.predicted_pct}, {"measured_pct", r.measured_pct},
-                      {"bound_pct", r.bound_pct}, {"steps", r.steps}, {"accepted", r.accepted}});
+                      {"bound_pct", r.bound_pct}, {"steps", r.steps}, {"accepted", r.accepted},
+                      {"predicted_energy_j", r.predicted_energy_j}, {"measured_energy_j", r.measured_energy_j}});
   }
-  return {{"rounds", rounds}, {"fell_back", c.fell_back}};
+  return {{"rounds", rounds},
+          {"fell_back", c.fell_back},
+          {"default", {{"predicted_energy_j", c.default_predicted_j}, {"measured_energy_j", c.default_measured_j}}},
+          {"energy_gap_pct", energy_gap_pct(c)}};
 }
 
 Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::OptimizeOptions& options,
@@ -59,6 +80,8 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
   auto def = run_on_emulator(device_spec, *pr.workload, packs, {}, {}, pr.default_clock_mhz, check.steps, "default",
                              check.seed);
   if (!def) return def.error();
+  out.default_predicted_j = out.solution.default_plan.energy_j;
+  out.default_measured_j = def->energy_j;
   // The mean must keep half of the reserve; mean + 2 standard errors must stay within the target.
   const double accept_pct = 100 * delta * (1 - options.reserve / 2), bound_limit_pct = 100 * delta;
   // Check runs of per-pack clocks issued at the given times: the mean slowdown over the measured steps
@@ -71,6 +94,7 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
       const StepSlowdown sl = step_slowdown(m->step_us, def->time_us);
       r.steps = sl.steps;
       r.measured_pct = sl.mean_pct;
+      r.measured_energy_j = m->energy_j;
       r.bound_pct = sl.bound_pct;
       r.accepted = r.measured_pct <= accept_pct && r.bound_pct <= bound_limit_pct;
       if (r.accepted || r.measured_pct > accept_pct || steps == check.max_steps) break;
@@ -89,6 +113,7 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
     r.plan = s.policy_from;
     r.reserve = o.reserve;
     r.predicted_pct = 100 * (double(s.policy.time_ns) / double(s.default_plan.time_ns) - 1);
+    r.predicted_energy_j = s.policy.energy_j;
     if (Status st = measure(r, clocks, {}); !st) return st.error();
     out.rounds.push_back(r);
     if (r.accepted) break;
@@ -129,6 +154,7 @@ Result<Checked> optimize_checked(const optimize::Problem& pr, const optimize::Op
     r.plan = b.name;
     r.reserve = options.reserve;
     r.predicted_pct = 100 * (double(b.time_ns) / double(out.solution.default_plan.time_ns) - 1);
+    r.predicted_energy_j = b.energy_j;
     if (Status st = measure(r, stored->clocks_mhz, stored->issue_at_ns); !st) return st.error();
     out.rounds.push_back(r);
     if (r.accepted) {

@@ -184,8 +184,13 @@ double PowerModel::voltage_rel(double f) const {
 
 double PowerModel::power_w(double f, const TimeModel& time) const {
   double v = voltage_rel(f);
-  double activity = clock_frac + (1.0 - clock_frac) * time.compute_share(f);
-  return const_w + mem_w * time.memory_share(f) + v * v * (f / ref_mhz) * dynamic_w * activity;
+  const double activity =
+      fixed_activity >= 0 ? fixed_activity : clock_frac + (1.0 - clock_frac) * time.compute_share(f);
+  return const_w + memory_w(f, time) + v * v * (f / ref_mhz) * dynamic_w * activity;
+}
+
+double PowerModel::memory_w(double f, const TimeModel& time) const {
+  return mem_w * (fixed_activity >= 0 ? fixed_activity : time.memory_share(f));
 }
 
 Result<TimeModel> fit_time_model(std::span<const Point> points, const device::DeviceProfile& profile) {

@@ -228,7 +228,7 @@ Result<Plan> milp_oracle(const Problem& pr, double max_slowdown, const MilpOptio
     lp.add_row({{mcol, 1.0}, {sinks[i].first, -1.0}}, GLP_LO, double(sinks[i].second));
   }
 
-  // Idle at the default clock: r_g ≥ M − covered_g(x), r_g ≥ 0 (ns).
+  // Idle at the default clock beyond the packs and the gaps after them: r_g ≥ M − covered_g(x), r_g ≥ 0 (ns).
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const double w = m.idle_power_w(uint32_t(gi), pr.default_clock_mhz);
     const int r = lp.add_col(GLP_LO, 0, 0, w * 1e-9);
@@ -236,7 +236,7 @@ Result<Plan> milp_oracle(const Problem& pr, double max_slowdown, const MilpOptio
     for (uint32_t k = 0; k < P; ++k) {
       if (p.packs[k].gpu != gi) continue;
       for (size_t c = 0; c < C; ++c) {
-        t.emplace_back(xcol(k, c), (cost_kc[k * C + c].first + double(x.pack_idle_ns[k]) * 1e-9) * 1e9);
+        t.emplace_back(xcol(k, c), cost_kc[k * C + c].first * 1e9 + double(x.pack_idle_ns[k] + x.gap_after_ns[k]));
       }
     }
     lp.add_row(t, GLP_LO, 0);
@@ -258,7 +258,7 @@ Result<Plan> milp_oracle(const Problem& pr, double max_slowdown, const MilpOptio
         for (size_t a = 0; a < C; ++a) {
           for (size_t b = 0; b < C; ++b) {
             if (a == b) continue;
-            w[a * C + b] = switch_window_s(pr, k) * switch_power_w(pr, x, k, x.clocks[a], x.clocks[b]);
+            w[a * C + b] = switch_energy_j(pr, x, j, k, x.clocks[a], x.clocks[b]);
             any = any || w[a * C + b] > 0;
           }
         }

@@ -20,6 +20,16 @@ using graph::NodeId;
 namespace detail {
 
 
+namespace {
+
+std::pair<double, double> pack_cost_uncached(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
+  const double gap_s = k < x.gap_after_ns.size() ? double(x.gap_after_ns[k]) * 1e-9 : 0.0;
+  return {c.busy_s, c.energy_j + gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f)};
+}
+
+}  // namespace
+
 Prepared prepare(const Problem& pr, bool tables) {
   const pack::Packing& p = *pr.packing;
   Prepared x;
@@ -45,7 +55,7 @@ Prepared prepare(const Problem& pr, bool tables) {
         x.op_pos[at.gpu][i] = i - at.first;
       }
     }
-    x.pack_idle_ns[k] = std::max<int64_t>(0, (pk.end_ns - pk.begin_ns) - pk.busy_ns);
+    x.pack_idle_ns[k] = (pk.end_ns - pk.begin_ns) - pk.busy_ns;  // negative where its atoms overlap
   }
   const auto& prof = pr.models->profile;
   if (!pr.clocks_mhz.empty()) {
@@ -67,6 +77,28 @@ Prepared prepare(const Problem& pr, bool tables) {
       if (pk.first_op > pk.last_op) continue;
       x.first_start0[k] = tl0.start(p.gpus[pk.gpu].ops[pk.first_op]);
       x.last_end0[k] = tl0.end(p.gpus[pk.gpu].ops[pk.last_op]);
+    }
+    // Each pack owns the GPU's time from its start to the next pack's start (the last one: on to the
+    // step's end and from the next step's start to the first pack): its span and the gap after it, which
+    // runs at the pack's clock. Where a pack's last op overlaps the next pack (another stream), the gap
+    // is negative: the overlap is busy in both packs, and the owned times still add up to the step.
+    x.gap_after_ns.assign(p.packs.size(), 0);
+    x.next_pack.assign(p.packs.size(), graph::kNoId);
+    std::vector<uint32_t> first(p.gpus.size(), graph::kNoId), last(p.gpus.size(), graph::kNoId);
+    for (uint32_t k = 0; k < p.packs.size(); ++k) {
+      const uint32_t gi = p.packs[k].gpu;
+      if (first[gi] == graph::kNoId) first[gi] = k;
+      if (last[gi] != graph::kNoId) {
+        x.next_pack[last[gi]] = k;
+        x.gap_after_ns[last[gi]] = p.packs[k].begin_ns - p.packs[last[gi]].end_ns;
+      }
+      last[gi] = k;
+    }
+    const int64_t span0 = tl0.makespan_ns();
+    for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+      if (last[gi] == graph::kNoId) continue;
+      x.next_pack[last[gi]] = first[gi];
+      x.gap_after_ns[last[gi]] = (span0 - p.packs[last[gi]].end_ns) + p.packs[first[gi]].begin_ns;
     }
   }
   if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
@@ -93,8 +125,7 @@ Prepared prepare(const Problem& pr, bool tables) {
   x.cost.resize(p.packs.size() * C);
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     for (size_t c = 0; c < C; ++c) {
-      const pack::PackCost pc = pack::predict_pack(p, *pr.models, k, x.clocks[c]);
-      x.cost[k * C + c] = {pc.busy_s, pc.energy_j};
+      x.cost[k * C + c] = pack_cost_uncached(pr, x, k, x.clocks[c]);
     }
   }
   return x;
@@ -106,24 +137,51 @@ std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32
   if (double(mhz) == f && !x.cost.empty()) {
     if (const int c = x.index_of(mhz); c >= 0) return x.cost[k * x.clocks.size() + size_t(c)];
   }
-  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
-  return {c.busy_s, c.energy_j};
+  return pack_cost_uncached(pr, x, k, f);
 }
 
-// Extra power while a pack runs at the higher of two clocks instead of the one it was given.
-double switch_power_w(const Problem& pr, const Prepared& x, uint32_t k, int from, int to) {
-  if (from == to || x.pack_atoms[k].empty()) return 0;
-  const pack::Packing& p = *pr.packing;
-  const pack::Atom& at = p.atoms[x.pack_atoms[k].front()];
-  const double hi = std::max(from, to), lo = std::min(from, to);
-  return std::max(0.0, pr.models->busy_power_w(at.signature, at.gpu, hi) - pr.models->busy_power_w(at.signature, at.gpu, lo));
-}
-
-double switch_window_s(const Problem& pr, uint32_t k) {
+double switch_spread_s(const Problem& pr) {
   const auto& prof = pr.models->profile;
-  const double spread_s = std::max(0.0, prof.switch_latency_p99_ms.value - prof.switch_latency_median_ms.value) * 1e-3;
-  const pack::Pack& pk = pr.packing->packs[k];
-  return std::min(spread_s, double(std::max<int64_t>(0, pk.end_ns - pk.begin_ns)) * 1e-9);
+  return std::max(0.0, prof.switch_latency_p99_ms.value - prof.switch_latency_median_ms.value) * 1e-3;
+}
+
+double span_power_w(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const auto [busy_s, e] = pack_cost(pr, x, k, f);
+  const double gap_s = double(x.gap_after_ns[k]) * 1e-9;
+  const double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
+  const double e_span = e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
+  return busy_s + idle_s > 0 ? e_span / (busy_s + idle_s) : pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
+}
+
+double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_t k, int from, int to) {
+  if (from == to) return 0;
+  const double w = switch_spread_s(pr);
+  if (w <= 0) return 0;
+  const pack::Packing& p = *pr.packing;
+  const uint32_t gpu = p.packs[k].gpu;
+  auto span_s = [&](uint32_t q) { return double(std::max<int64_t>(0, p.packs[q].end_ns - p.packs[q].begin_ns)) * 1e-9; };
+  auto gap_s = [&](uint32_t q) { return double(std::max<int64_t>(0, x.gap_after_ns[q])) * 1e-9; };
+  // At most half of what a pack owns is exposed at each end, so that a short pack between two higher
+  // neighbours pays for its owned time once (packs of the default length, a switching latency, own more
+  // than twice the spread: there the cap never binds).
+  auto exposed_s = [&](uint32_t q) {
+    return std::min(w, 0.5 * double(std::max<int64_t>(0, (p.packs[q].end_ns - p.packs[q].begin_ns) + x.gap_after_ns[q])) * 1e-9);
+  };
+  const double idle_diff = std::abs(pr.models->idle_power_w(gpu, from) - pr.models->idle_power_w(gpu, to));
+  if (to > from) {
+    // Raised early: the end of what pack j owns, its gap and then its span, runs at k's higher clock.
+    const double len = exposed_s(j);
+    const double in_gap = std::min(len, gap_s(j));
+    const double in_span = std::min(len - in_gap, span_s(j));
+    const double d = span_power_w(pr, x, j, to) - span_power_w(pr, x, j, from);
+    return in_gap * idle_diff + in_span * std::max(0.0, d);
+  }
+  // Lowered late: the start of pack k, its span and then its gap, keeps j's higher clock.
+  const double len = exposed_s(k);
+  const double in_span = std::min(len, span_s(k));
+  const double in_gap = std::min(len - in_span, gap_s(k));
+  const double d = span_power_w(pr, x, k, from) - span_power_w(pr, x, k, to);
+  return in_span * std::max(0.0, d) + in_gap * idle_diff;
 }
 
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
@@ -163,44 +221,44 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   Plan plan;
   plan.name = std::move(name);
   plan.time_ns = tl.makespan_ns();
-  // Energy: each pack at its clock; the rest of the step idles at the default clock.
+  // Energy: each pack at its clock, with the idle after it until the next pack (the clock stays set);
+  // what is left of the step (a GPU without packs) idles at the default clock.
   std::vector<double> covered_s(p.gpus.size(), 0);
   double e = 0;
+  // Where each pack starts in this replay: it moves with its first op.
+  auto begin_now = [&](uint32_t k) {
+    const pack::Pack& pk = p.packs[k];
+    if (pk.first_op > pk.last_op) return pk.begin_ns;
+    return pk.begin_ns + (tl.start(p.gpus[pk.gpu].ops[pk.first_op]) - x.first_start0[k]);
+  };
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     auto [busy_s, ek] = pack_cost(pr, x, k, clocks[k]);
     double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
+    double gap_s = double(x.gap_after_ns[k]) * 1e-9;
     const pack::Pack& pk = p.packs[k];
     if (pr.idle_from_replay && pk.first_op <= pk.last_op) {
-      // The pack's span moves with its first and last op; what its busy time does not fill is idle.
-      const int64_t d_first = tl.start(p.gpus[pk.gpu].ops[pk.first_op]) - x.first_start0[k];
-      const int64_t d_last = tl.end(p.gpus[pk.gpu].ops[pk.last_op]) - x.last_end0[k];
-      const double span_s = double((pk.end_ns + d_last) - (pk.begin_ns + d_first)) * 1e-9;
-      const double idle_now = std::max(0.0, span_s - busy_s);
-      ek += (idle_now - idle_s) * m.idle_power_w(pk.gpu, clocks[k]);
+      // What the pack's busy time does not fill of the time it owns (to the next pack's start) is idle.
+      const int64_t b = begin_now(k);
+      const uint32_t nx = x.next_pack[k];
+      const int64_t nb = begin_now(nx);
+      const int64_t owned_ns = nx > k ? nb - b : (plan.time_ns - b) + nb;  // the last pack: into the next step
+      const double idle_now = double(owned_ns) * 1e-9 - busy_s;
+      ek += (idle_now - idle_s - gap_s) * m.idle_power_w(pk.gpu, clocks[k]);
       idle_s = idle_now;
+      gap_s = 0;
     }
     e += ek;
-    covered_s[pk.gpu] += busy_s + idle_s;
+    covered_s[pk.gpu] += busy_s + idle_s + gap_s;
   }
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const double rest = std::max(0.0, double(plan.time_ns) * 1e-9 - covered_s[gi]);
     e += rest * m.idle_power_w(uint32_t(gi), pr.default_clock_mhz);
   }
   // Clock changes are issued so that the higher of the two clocks covers the latency's spread
-  // (p99 − median): that long (at most the pack's length), the pack that wanted the lower clock runs at
-  // the higher one.
-  std::vector<int> prev(p.gpus.size(), -1);
-  std::vector<uint32_t> first_pack(p.gpus.size(), graph::kNoId);
+  // (p99 − median; see switch_energy_j), from each GPU's pack to the next and from its last to its first.
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
-    const uint32_t gi = p.packs[k].gpu;
-    if (first_pack[gi] == graph::kNoId) first_pack[gi] = k;
-    const int c = clocks[k];
-    if (prev[gi] >= 0 && prev[gi] != c) e += switch_window_s(pr, k) * switch_power_w(pr, x, k, prev[gi], c);
-    prev[gi] = c;
-  }
-  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {  // the wrap from the step's last pack to its first
-    if (first_pack[gi] != graph::kNoId && prev[gi] != clocks[first_pack[gi]])
-      e += switch_window_s(pr, first_pack[gi]) * switch_power_w(pr, x, first_pack[gi], prev[gi], clocks[first_pack[gi]]);
+    const uint32_t nx = x.next_pack[k];
+    if (nx != graph::kNoId && clocks[nx] != clocks[k]) e += switch_energy_j(pr, x, k, nx, clocks[k], clocks[nx]);
   }
   plan.energy_j = e;
   plan.pack_clock_mhz = std::move(clocks);
@@ -497,10 +555,9 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   std::vector<std::vector<double>> sw_v(P, std::vector<double>(x.clocks.size(), 0.0));
   for (uint32_t k = 0; k < P; ++k) {
     if (x.pack_atoms[k].empty()) continue;
-    const pack::Atom& at = p.atoms[x.pack_atoms[k].front()];
-    const double window_s = switch_window_s(pr, k);
-    for (size_t c = 0; c < x.clocks.size(); ++c)
-      sw_v[k][c] = window_s * pr.models->busy_power_w(at.signature, at.gpu, x.clocks[c]);
+    const double window_s =
+        std::min(spread_s, double(std::max<int64_t>(0, p.packs[k].end_ns - p.packs[k].begin_ns)) * 1e-9);
+    for (size_t c = 0; c < x.clocks.size(); ++c) sw_v[k][c] = window_s * span_power_w(pr, x, k, x.clocks[c]);
   }
   auto solve_gpu = [&](size_t gi, int64_t budget) {
     const auto& ks = gpu_packs[gi];

@@ -43,7 +43,7 @@ PowerParts power_parts(const SignatureModel& s, double f) {
   if (!s.fitted || pr.capped) return p;
   const double uncapped = s.unit.power.power_w(pr.effective_clock_mhz, s.unit.time);
   if (!(uncapped <= pr.power_w)) return p;  // over the cap (or not a number): the capped power stands
-  p.mem = s.unit.power.mem_w * s.unit.time.memory_share(pr.effective_clock_mhz);
+  p.mem = s.unit.power.memory_w(pr.effective_clock_mhz, s.unit.time);
   p.sm = std::max(0.0, uncapped - p.stat - p.mem);
   p.split = true;
   return p;
@@ -54,7 +54,8 @@ PowerParts power_parts(const SignatureModel& s, double f) {
 double PackModels::voltage_rel(uint32_t gpu, double f) const {
   const double scale = gpu < gpus.size() ? gpus[gpu].floor_scale : 1.0;
   const double floor = std::min(1.0, profile.voltage.floor_rel.value * scale);
-  const double knee = profile.voltage.knee_mhz.value, fmax = profile.max_clock_mhz();
+  const double fmax = profile.max_clock_mhz();
+  const double knee = profile.voltage.knee_mhz.value * (gpu < gpus.size() ? gpus[gpu].knee_scale : 1.0);
   if (f <= knee || fmax <= knee) return floor;
   return floor + (1.0 - floor) * std::min(1.0, (f - knee) / (fmax - knee));
 }
@@ -62,7 +63,7 @@ double PackModels::voltage_rel(uint32_t gpu, double f) const {
 double PackModels::busy_power_w(uint32_t sig, uint32_t gpu, double f) const {
   const SignatureModel& s = signatures[sig];
   const GpuCorrection& c = gpus[gpu];
-  if (c.floor_scale != 1.0) {
+  if (c.floor_scale != 1.0 || c.knee_scale != 1.0) {
     const PowerParts p = power_parts(s, f);
     if (p.split) {
       const double v0 = profile.voltage_rel(p.clock_mhz), v = voltage_rel(gpu, p.clock_mhz);
@@ -117,7 +118,9 @@ PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double 
     c.busy_s += t;
     c.energy_j += t * m.busy_power_w(at.signature, pk.gpu, f);
   }
-  const int64_t idle_ns = std::max<int64_t>(0, (pk.end_ns - pk.begin_ns) - pk.busy_ns);
+  // Negative where the pack's atoms overlap (a collective on one stream beside compute on another):
+  // their busy powers then add up, less the idle power once over the overlap, as in the fit.
+  const int64_t idle_ns = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
   c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.gpu, f);
   return c;
 }
@@ -240,6 +243,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     const double share = tm->compute_share(fmax);
     sm.unit = model::prior_unit_model(profile, t_ref, share);
     sm.unit.time = *tm;
+    // Collectives and send/recv: their spans include waiting for peers, which stretches as the peers
+    // slow down, so a time fit reads them as compute-bound; their power is a communication kernel's.
+    if (packing.signatures[s].bound == Boundness::kCommunication) {
+      sm.unit.power.fixed_activity = model::kCommunicationActivity;
+      sm.communication = true;
+    }
     sm.ref_time_s = t_ref;
     sm.compute_share = share;
     sm.fitted = true;
@@ -269,13 +278,15 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   // V(f)², and the voltage floor differs from GPU to GPU (the profile gives one value; the A100 fits on
   // two models' profiles differ by 3 %): below the voltage knee D shrinks with the floor², at f_max it
   // does not, so the runs below the knee against the one above it show this GPU's floor — a third
-  // parameter next to (a, b). The knee cannot be seen from clocks that are all below it or at f_max,
-  // and stays the profile's.
-  // Fit: (a, b) by least squares for each floor scale 1 + δ, δ by the smallest relative residual
-  // plus a prior on δ (σ kFloorPriorSd around the profile's floor, at most ±kFloorMaxDev),
-  // against an assumed accuracy of the measured step energies (kEnergySd) — with 3 runs (a, b, δ) would
-  // otherwise fit them exactly, noise included; with 2 runs δ stays 0.
+  // parameter next to (a, b). The knee (a fourth) shows only from a run between it and f_max, where V
+  // rises: the default plan has one (plan_clocks); without it the knee stays the profile's.
+  // Fit: (a, b) by least squares for each floor scale 1 + δ and knee scale 1 + κ, (δ, κ) by the smallest
+  // relative residual plus priors (σ kFloorPriorSd around the profile's floor, at most ±kFloorMaxDev;
+  // σ kKneePriorSd around its knee, at most ±kKneeMaxDev), against an assumed accuracy of the measured
+  // step energies (kEnergySd) — with as many runs as parameters they would otherwise fit them exactly,
+  // noise included; with 2 runs δ stays 0.
   constexpr double kEnergySd = 0.005, kFloorPriorSd = 0.025, kFloorMaxDev = 0.08;
+  constexpr double kKneePriorSd = 0.025, kKneeMaxDev = 0.08;
   m.gpus.resize(n_gpu);
   m.step_s.assign(runs.size(), std::vector<double>(n_gpu, 0));
   const double floor0 = profile.voltage.floor_rel.value;
@@ -304,21 +315,25 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         }
         busy += t;
       }
-      rp.idle_s = std::max(0.0, step_s[r][ri] - busy);
+      // Atoms that overlap (a collective beside compute on another stream) are busy in both: their
+      // powers add, and the idle power is taken off once over the overlap (so idle_s may be negative).
+      rp.idle_s = step_s[r][ri] - busy;
       rp.E = step_j[r][ri];
       m.step_s[ri][r] = step_s[r][ri];
     }
     // For a floor scale: the (a, b) fit, its predictions and the objective.
     struct Solution {
-      double a = 1, b = 1, scale = 1, objective = 0;
+      double a = 1, b = 1, scale = 1, knee = 1, objective = 0;
       bool ok = false;
       std::vector<double> x, d;  // per run: S + I and D at this floor
     };
-    auto solve = [&](double scale) {
+    auto solve = [&](double scale, double knee) {
       Solution so;
       so.scale = scale;
+      so.knee = knee;
       GpuCorrection probe;
       probe.floor_scale = scale;
+      probe.knee_scale = knee;
       m.gpus[r] = probe;  // static_scale 1: idle_power_w gives the profile's idle power at this floor
       double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
       for (const RunParts& rp : parts) {
@@ -354,11 +369,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         const double e = (so.a * so.x[i] + so.b * so.d[i]) / parts[i].E - 1;
         rss += e * e;
       }
-      const double dev = scale - 1;
-      so.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd);
+      const double dev = scale - 1, kdev = knee - 1;
+      so.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd) +
+                     (kdev * kdev) / (kKneePriorSd * kKneePriorSd);
       return so;
     };
-    Solution best = solve(1.0);
+    Solution best = solve(1.0, 1.0);
     const double max_scale = floor0 > 0 ? std::min(1 + kFloorMaxDev, 1.0 / floor0) : 1.0;
     // The floor shows only against a run above the knee whose dynamic power is mostly the V²-scaled
     // SM part; where that run is at the power limit (A100 at 1410 MHz) its power says nothing of V.
@@ -367,18 +383,32 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       if (rp.f > profile.voltage.knee_mhz.value && rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix) && rp.d_sm > 0)
         floor_seen = true;
     }
+    // The knee shows only against a run strictly between it and f_max (where V rises).
+    const double knee0 = profile.voltage.knee_mhz.value;
+    bool knee_seen = false;
+    for (const RunParts& rp : parts) {
+      if (options.fit_voltage_knee && rp.f > knee0 * (1 + kKneeMaxDev) && rp.f < fmax &&
+          rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix))
+        knee_seen = true;
+    }
     if (options.fit_voltage_floor && best.ok && floor_seen && floor0 > 0 && floor0 < 1) {
-      // The objective is smooth in the scale with one minimum in practice: a grid, then a finer one.
-      double step = 0.002, centre = 1.0;
-      for (int pass = 0; pass < 3; ++pass, step /= 20) {
+      // The objective is smooth in the scales with one minimum in practice: a grid, then finer ones.
+      double step = 0.002, centre = 1.0, kstep = 0.005, kcentre = 1.0;
+      for (int pass = 0; pass < 3; ++pass, step /= 20, kstep /= 10) {
         const double lo = pass == 0 ? 1 - kFloorMaxDev : centre - 20 * step;
         const int n = pass == 0 ? int(std::lround((max_scale - lo) / step)) : 40;
-        for (int i = 0; i <= n; ++i) {
-          const double sc = std::clamp(lo + i * step, 1 - kFloorMaxDev, max_scale);
-          Solution so = solve(sc);
-          if (so.ok && so.objective < best.objective) best = std::move(so);
+        const double klo = pass == 0 ? 1 - kKneeMaxDev : kcentre - 10 * kstep;
+        const int kn = !knee_seen ? 0 : pass == 0 ? int(std::lround(2 * kKneeMaxDev / kstep)) : 20;
+        for (int j = 0; j <= kn; ++j) {
+          const double kc = knee_seen ? std::clamp(klo + j * kstep, 1 - kKneeMaxDev, 1 + kKneeMaxDev) : 1.0;
+          for (int i = 0; i <= n; ++i) {
+            const double sc = std::clamp(lo + i * step, 1 - kFloorMaxDev, max_scale);
+            Solution so = solve(sc, kc);
+            if (so.ok && so.objective < best.objective) best = std::move(so);
+          }
         }
         centre = best.scale;
+        kcentre = best.knee;
       }
     }
     GpuCorrection& c = m.gpus[r];
@@ -386,6 +416,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     c.static_scale = best.a;
     c.dynamic_scale = best.b;
     c.floor_scale = best.scale;
+    c.knee_scale = best.knee;
     for (size_t i = 0; i < parts.size(); ++i) {
       c.measured_j.push_back(parts[i].E);
       c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i]);

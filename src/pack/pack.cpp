@@ -40,8 +40,13 @@ std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n) {
   std::vector<int> out;
   const double hi = profile.default_clock_mhz.value;
   const double lo = std::max<double>(profile.min_clock_mhz(), 0.5 * profile.max_clock_mhz());
-  for (int i = 0; i < n; ++i) {
-    const double f = n == 1 ? hi : hi - (hi - lo) * double(i) / double(n - 1);
+  std::vector<double> want;
+  for (int i = 0; i < n; ++i) want.push_back(n == 1 ? hi : hi - (hi - lo) * double(i) / double(n - 1));
+  // With 4 clocks or more, one lies midway between the voltage knee and f_max: the only place where
+  // the knee shows in the step energies.
+  const double knee = profile.voltage.knee_mhz.value;
+  if (n >= 4 && knee > lo && knee < hi) want[1] = 0.5 * (knee + hi);
+  for (double f : want) {
     const int c = profile.nearest_clock(f);
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }

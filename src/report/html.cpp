@@ -229,6 +229,11 @@ std::string render_html(const ReportData& d) {
        "td:first-child,th:first-child{text-align:left}svg{display:block;margin:6px 0}.tick{font-size:11px;fill:#444}"
        ".lbl{font-size:12px;fill:#222}\n</style></head><body>\n";
   h += "<h1>EMO report</h1>\n";
+  if (s.contains("warnings") && s["warnings"].is_array()) {
+    for (const auto& w : s["warnings"]) {
+      if (w.is_string()) h += "<p style=\"color:#a40000\"><b>Warning:</b> " + esc(w.get<std::string>()) + "</p>\n";
+    }
+  }
   const double saving = s.contains("policy") ? s["policy"].value("saving_pct", 0.0) : 0.0;
   const double slowdown = s.contains("policy") ? s["policy"].value("slowdown_pct", 0.0) : 0.0;
   h += fmt::format("<p>Device <b>{}</b>, allowed slowdown {:.1f} %: the policy saves <b>{:.2f} %</b> of the step's GPU energy "

@@ -212,6 +212,20 @@ Result<RunResult> run(const RunOptions& o) {
   for (size_t i = 2; i < res.plans.size(); ++i)
     bl[res.plans[i].name] = {{"saving_pct", res.plans[i].saving_pct}, {"slowdown_pct", res.plans[i].slowdown_pct}};
   sm["baselines"] = bl;
+  // Doubt: the models' step energy against the check's and the evaluation's measurement.
+  std::vector<std::string> warnings = check ? backends::check_warnings(*checked) : std::vector<std::string>{};
+  double eval_gap = 0;
+  for (size_t i = 0; i < 2 && i < res.plans.size(); ++i) {
+    const PlanRow& r = res.plans[i];
+    if (r.true_energy_j > 0) eval_gap = std::max(eval_gap, 100 * std::abs(r.predicted_energy_j / r.true_energy_j - 1));
+  }
+  if (eval_gap > backends::kEnergyDoubtPct) {
+    warnings.push_back(fmt::format("the evaluation measured a step energy {:.1f} % away from the models' prediction "
+                                   "(default clocks or policy; more than {:g} %): the predicted saving does not hold, "
+                                   "the measured one (results.csv) does",
+                                   eval_gap, backends::kEnergyDoubtPct));
+  }
+  sm["warnings"] = warnings;
   sm["packs"] = p->packs.size();
   sm["signatures"] = p->signatures.size();
   sm["profiled_units"] = p->profiled_units;

@@ -155,5 +155,17 @@ says "evaluate for a billion steps" "^error: --steps: must be from 2"
 expect 1 "run for a billion steps" -- "$emo" run "$t0" --steps 1000000000 -o "$tmp/billion"
 says "run for a billion steps" "^error: --steps: must be from 2"
 
+# A prediction the check measures far from what it predicted is doubted aloud (stderr and --json), and one
+# it measures close is not: on emulated A100 GPU 2 the power limit binds at 1410 MHz, which the models miss.
+expect 0 "optimize whose check doubts its prediction" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device a100 \
+  --profile-on emulated:a100@2 --min-pack-ms 2 --json "$tmp/doubt.json"
+says "optimize whose check doubts its prediction" "^warning: the check measured a step energy"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['check']['energy_gap_pct'] > 3 and len(j['warnings']) == 1, j['warnings']" \
+  "$tmp/doubt.json" || { echo "FAIL: doubt in --json"; fails=$((fails + 1)); }
+expect 0 "optimize whose check agrees" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 --json "$tmp/nodoubt.json"
+if grep -q "^warning:" "$tmp/err"; then echo "FAIL: optimize whose check agrees: warned"; fails=$((fails + 1)); fi
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['check']['energy_gap_pct'] < 3 and j['warnings'] == [], j" \
+  "$tmp/nodoubt.json" || { echo "FAIL: no doubt in --json"; fails=$((fails + 1)); }
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

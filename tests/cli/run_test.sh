@@ -58,7 +58,12 @@ assert s["max_slowdown"] == limit, s["max_slowdown"]
 assert s["policy"]["slowdown_pct"] <= 100 * limit, f"FAIL: policy slowdown {s['policy']['slowdown_pct']} % > {100 * limit} %"
 assert s["policy"]["saving_pct"] > 0, f"FAIL: policy saves nothing: {s['policy']}"
 assert set(s["baselines"]) == {"static_clock", "slack_only", "per_phase"}, s["baselines"]
+# The models' step energy holds here (within 3 % of the check's and the evaluation's): nothing to doubt.
+assert s["warnings"] == [] and s["check"]["energy_gap_pct"] < 3, (s["warnings"], s["check"])
 rows = {r["name"]: r for r in csv.DictReader(open(os.path.join(rep, "results.csv")))}
+for r in rows.values():
+    assert abs(float(r["predicted_energy_j"]) / float(r["true_energy_j"]) - 1) < 0.03, f"FAIL: prediction off: {r}"
+
 assert set(rows) == {"default", "policy", "static_clock", "slack_only", "per_phase"}, list(rows)
 assert float(rows["policy"]["slowdown_pct"]) <= 100 * limit, rows["policy"]
 assert abs(float(rows["policy"]["true_time_us"]) - s["step_time_us"]["policy"]) < 1e-2, (rows["policy"], s["step_time_us"])

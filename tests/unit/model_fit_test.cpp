@@ -46,6 +46,21 @@ std::vector<Point> sample(const UnitModel& u, std::initializer_list<double> cloc
   return pts;
 }
 
+// A communication kernel's power follows the fixed activity, not its time model: a collective whose
+// measured span (waiting for peers included) fits as compute-bound draws far less than a GEMM.
+TEST(ModelPower, FixedActivityIgnoresTheTimeModelsShares) {
+  const auto p = profile("h100");
+  PowerModel pm = power_model(p, 75, 520);
+  const TimeModel compute = time_model(p, 1.0, 0.1, 0.0), memory = time_model(p, 0.1, 1.0, 0.0);
+  const double gemm = pm.power_w(1980, compute);
+  pm.fixed_activity = kCommunicationActivity;
+  EXPECT_DOUBLE_EQ(pm.power_w(1980, compute), pm.power_w(1980, memory));
+  EXPECT_DOUBLE_EQ(pm.power_w(1980, compute), 75 + kCommunicationActivity * (p.power.mem_w.value + 520));
+  EXPECT_LT(pm.power_w(1980, compute), 0.5 * gemm);
+  EXPECT_DOUBLE_EQ(pm.memory_w(1980, compute), kCommunicationActivity * p.power.mem_w.value);
+  EXPECT_LT(pm.power_w(990, compute), pm.power_w(1980, compute));  // still clocked: V²·f
+}
+
 TEST(ModelTime, ComputeBoundScalesAsOneOverClock) {
   auto p = profile("a100");
   TimeModel t = time_model(p, 1.0, 0.0, 0.0);

@@ -76,9 +76,7 @@ TEST(RealTraces, NonTraceJsonFilesAreCleanErrors) {
 
 TEST(RealTraces, EightRankDlrmStepMatchesCollectivesAcrossRanks) {
   EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = test::files_in(dir);
   ASSERT_EQ(files.size(), 8u);
   auto w = analysis::load(files, {});
   ASSERT_TRUE(w.ok()) << w.error().message();

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace emo::test {
 
@@ -19,6 +21,14 @@ inline std::string shared_path(const std::string& rel) {
   std::string var = ::emo::test::shared_path(rel);                                     \
   if (var.empty()) GTEST_SKIP() << "../shared/" << (rel)                               \
                                 << " is absent (real data lives beside the checkout)"
+
+// The files in a directory, sorted by path (one file per rank of a step, e.g. ../shared's DLRM set).
+inline std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // A fresh empty directory under the system temp dir, removed by the caller if wanted.
 inline std::string temp_dir(const std::string& tag) {

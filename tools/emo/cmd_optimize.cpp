@@ -107,6 +107,9 @@ void add_optimize(CLI::App& root, Action& action) {
       j["solve_ms"] = s->solve_ms;
       j["replays"] = s->replays;
       if (check) j["check"] = backends::check_json(*checked);
+      const std::vector<std::string> warnings = check ? backends::check_warnings(*checked) : std::vector<std::string>{};
+      j["warnings"] = warnings;
+      for (const auto& text : warnings) warn(text);
       if (!a->json_out.empty()) {
         Status st = write_file_atomic(a->json_out, j.dump(1) + "\n");
         if (!st.ok()) return fail(st.error());

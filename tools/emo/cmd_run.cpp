@@ -56,6 +56,7 @@ void add_run(CLI::App& root, Action& action) {
       if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
       auto r = report::run(o);
       if (!r.ok()) return fail(r.error());
+      for (const auto& w : r->summary["summary"].value("warnings", std::vector<std::string>{})) warn(w);
       if (!a->json_out.empty()) {
         Status st = write_file_atomic(a->json_out, r->summary.dump(1) + "\n");
         if (!st.ok()) return fail(st.error());

@@ -23,7 +23,7 @@ struct PackFlags {
   double min_pack_ms = -1;  // (only read when --min-pack-ms was given)
   CLI::Option* min_pack_ms_option = nullptr;
   double critical_us = 50;
-  int clocks = 3;
+  int clocks = 4;
   bool per_kernel = false;
   // Registers the flags on `sub` (the traces positional included).
   void add_to(CLI::App* sub, const std::string& device_help);

@@ -117,6 +117,8 @@ struct CheckRound {
   double bound_pct = 0;       // measured_pct + 2 standard errors of it (steps vary)
   int steps = 0;              // steps measured (warm-up left out)
   bool accepted = false;      // measured_pct within max_slowdown·(1 − reserve/2), bound_pct within max_slowdown
+  double predicted_energy_j = 0;  // the plan's step energy in the models' replay
+  double measured_energy_j = 0;   // ... and on the device (mean over the measured steps)
 };
 // One check run's steps against the default clocks' mean step time: the mean slowdown (%), and the
 // mean + 2 standard errors of it (the sample standard deviation over √steps; the mean alone for one step).
@@ -130,9 +132,21 @@ struct Checked {
   optimize::Solution solution;
   std::vector<CheckRound> rounds;
   bool fell_back = false;  // nothing passed: the default clocks are the policy
+  // The default clocks' step energy, predicted and as the check measured it.
+  double default_predicted_j = 0, default_measured_j = 0;
 };
-// {"rounds": [{"plan", "reserve", "predicted_pct", "measured_pct", "bound_pct", "steps", "accepted"}...],
-//  "fell_back": bool}
+// Past this gap between the predicted and the measured step energy (%, at the default clocks or at the
+// clocks of the plan handed out) the predicted saving does not hold: the run says so (a warning).
+inline constexpr double kEnergyDoubtPct = 3.0;
+// The largest |predicted / measured − 1| (%) of the step energy over the default clocks and the plan
+// handed out (the accepted round's); 0 where nothing was measured.
+double energy_gap_pct(const Checked& c);
+// The doubt the check leaves, as `warning:` texts (without the prefix): empty when the gap is within
+// kEnergyDoubtPct.
+std::vector<std::string> check_warnings(const Checked& c);
+// {"rounds": [{"plan", "reserve", "predicted_pct", "measured_pct", "bound_pct", "steps", "accepted",
+//  "predicted_energy_j", "measured_energy_j"}...], "fell_back": bool,
+//  "default": {"predicted_energy_j", "measured_energy_j"}, "energy_gap_pct"}
 nlohmann::json check_json(const Checked& c);
 Result<Checked> optimize_checked(const optimize::Problem& problem, const optimize::OptimizeOptions& options,
                                  const std::string& device_spec, const CheckOptions& check = {});

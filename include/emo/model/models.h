@@ -51,10 +51,21 @@ struct PowerModel {
   double ref_mhz = 0;
   double v_knee_mhz = 0;
   double v_floor_rel = 1;
+  // >= 0: the unit's SM and memory activity are this fixed share instead of following its time
+  // model's roofline (communication kernels: a few SMs copy and spin on flags whatever the clock, and
+  // their measured time, which includes waiting for peers, says nothing of compute or memory share).
+  double fixed_activity = -1;
 
   double voltage_rel(double clock_mhz) const;
   double power_w(double clock_mhz, const TimeModel& time) const;
+  // The memory term of power_w: mem_w·u_m(f) (or mem_w·fixed_activity).
+  double memory_w(double clock_mhz, const TimeModel& time) const;
 };
+
+// The SM and memory activity of a communication (collective, send/recv) kernel relative to a fully
+// busy kernel, as an assumed prior: NCCL runs one CTA per channel, 8–32 channels on GPUs of 80–132 SMs
+// (12–40 % of the SMs), and moves data at link speed, a fraction of HBM bandwidth. 0.25 is the middle.
+inline constexpr double kCommunicationActivity = 0.25;
 
 // A fitted unit. cap_w > 0: the GPU's power limit was in force; a clock whose power would exceed
 // it runs at the lower clock where the power equals cap_w (the GPU throttles to stay under it).

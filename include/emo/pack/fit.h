@@ -2,8 +2,9 @@
 // one step and the energy-counter log of a longer run at each clock, from hardware or from the
 // emulated GPU) gives every signature's time at those clocks; a time model T(f) is fitted per
 // signature, its compute share sets a power model from the device profile's (microbenchmark-
-// calibrated) predictors, and each GPU's measured step energies rescale the static and dynamic power
-// and set the GPU's voltage floor so the whole step's energy matches what the counter saw.
+// calibrated) predictors (collectives at a communication kernel's activity), and each GPU's measured
+// step energies rescale the static and dynamic power and set the GPU's voltage floor and knee so the
+// whole step's energy matches what the counter saw.
 #pragma once
 
 #include <map>
@@ -33,6 +34,7 @@ struct SignatureModel {
   double ref_time_s = 0;   // T at the reference (max) clock, from the fit
   double compute_share = 0;
   bool fitted = false;     // false: not profiled, prior used (idle signature, too few points)
+  bool communication = false;  // collective / send-recv ops: power at model::kCommunicationActivity
   // Per op position within a member: T(f) of that op summed over the members. The traces time every
   // kernel anyway, so this costs no profiling; a signature that mixes compute- and memory-bound ops is
   // not one roofline, and the critical path may run through only some of its ops.
@@ -47,6 +49,9 @@ struct GpuCorrection {
   // dynamic power (and the idle clock tree) scales as V(f)², and the measured step energies at the
   // profiled clocks below the voltage knee against the one above it show the floor (docs/models.md).
   double floor_scale = 1;
+  // This GPU's voltage knee relative to the profile's (1: the profile's). Seen only from a profiled
+  // clock between the knee and f_max (the default plan has one, docs/profiling.md).
+  double knee_scale = 1;
   // Step energy at each profiled clock, measured (counter) and as the fitted models predict it.
   std::vector<double> measured_j, predicted_j;
 };
@@ -106,6 +111,9 @@ struct FitOptions {
   // Fit each GPU's voltage floor from its step energies (GpuCorrection::floor_scale). false: the
   // profile's V(f), only the static and dynamic scales fitted (as before 2026-11-30).
   bool fit_voltage_floor = true;
+  // With it, also fit the voltage knee (GpuCorrection::knee_scale) where a profiled clock lies between
+  // the knee and f_max. false: the profile's knee.
+  bool fit_voltage_knee = true;
 };
 
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
