@@ -68,7 +68,7 @@ def main():
             sys.exit(f"synth {fam}: {err}")
         synth[fam] = sorted(glob.glob(os.path.join(d, "*.json")))
 
-    print("### Packing: profiled units vs per-kernel profiling (device h100, 3 plan clocks)\n")
+    print("### Packing: profiled units vs per-kernel profiling (device h100, 4 plan clocks)\n")
     print("| input | GPU ops | packs | signatures | profiled units | reduction |")
     print("|---|---:|---:|---:|---:|---:|")
     for fam, opts in FAMILIES:

@@ -87,14 +87,17 @@ Result<std::string> overlay_json(std::string_view original, const std::string& n
   std::vector<uint32_t> mine;
   for (uint32_t i = 0; i < p.packs.size(); ++i)
     if (p.packs[i].gpu == gpu) mine.push_back(i);
+  // A clock stays set until the next change: between packs the GPU runs at the clock of the pack before,
+  // and before the first pack at the clock the step's last pack left (the steady state the models price).
+  auto clock_of = [&](uint32_t i) { return i < d.pack_clock_mhz.size() ? d.pack_clock_mhz[i] : d.default_clock_mhz; };
   if (!mine.empty() && p.packs[mine.front()].begin_ns > 0) {
     fmt::format_to(out, ",\n{{\"ph\":\"C\",\"name\":\"SM clock (MHz)\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"MHz\":{}}}}}",
-                   kPacksPid, ts(0), d.default_clock_mhz);
+                   kPacksPid, ts(0), clock_of(mine.back()));
   }
   for (size_t k = 0; k < mine.size(); ++k) {
     const uint32_t i = mine[k];
     const pack::Pack& pk = p.packs[i];
-    const int clock = i < d.pack_clock_mhz.size() ? d.pack_clock_mhz[i] : d.default_clock_mhz;
+    const int clock = clock_of(i);
     const uint32_t ops = pk.first_op <= pk.last_op ? pk.last_op - pk.first_op + 1 : 0;
     const std::string args = fmt::format(
         "{{\"pack\":{},\"clock_mhz\":{},\"slack\":\"{}\",\"bound\":\"{}\",\"ops\":{},\"busy_us\":{:.3f}}}", i, clock,
@@ -105,11 +108,6 @@ Result<std::string> overlay_json(std::string_view original, const std::string& n
                    i, clock, i, kPacksPid, ts(pk.end_ns));
     fmt::format_to(out, ",\n{{\"ph\":\"C\",\"name\":\"SM clock (MHz)\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"MHz\":{}}}}}",
                    kPacksPid, ts(pk.begin_ns), clock);
-    const bool gap_after = k + 1 == mine.size() || p.packs[mine[k + 1]].begin_ns > pk.end_ns;
-    if (gap_after) {
-      fmt::format_to(out, ",\n{{\"ph\":\"C\",\"name\":\"SM clock (MHz)\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"MHz\":{}}}}}",
-                     kPacksPid, ts(pk.end_ns), d.default_clock_mhz);
-    }
   }
   if (!empty) b.push_back(',');
   std::string res;

@@ -150,6 +150,17 @@ TEST_F(ReportRun, OverlayIsValidAndReadsBackAsTheSameStep) {
   EXPECT_GT(counters, 0);
   EXPECT_GT(packs_b, 0);
   EXPECT_EQ(packs_b, packs_e);
+  // The clock stays set until the next change: the track moves where a pack starts (and once at the
+  // step's start, to the clock the last pack left), never back to the default between packs.
+  EXPECT_LE(counters, packs_b + 1);
+  int last_pack_clock = 0, first_counter = 0;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.value("ph", "") == "b" && e.value("cat", "") == "emo_pack") last_pack_clock = e["args"]["clock_mhz"].get<int>();
+    if (e.value("ph", "") == "C" && first_counter == 0) first_counter = e["args"]["MHz"].get<int>();
+  }
+  if (counters == packs_b + 1) {
+    EXPECT_EQ(first_counter, last_pack_clock);
+  }
   const std::string input = slurp(fs::path(dir_) / "input" / "train-dp_rank0.json");
   const int64_t in_ops = gpu_ops(input, "input");
   EXPECT_GT(in_ops, 0);
