@@ -22,9 +22,9 @@ struct Prepared {
   // A clock stays set until the next change, so this idle runs at the pack's clock.
   std::vector<int64_t> gap_after_ns;
   std::vector<uint32_t> next_pack;  // the next pack of the same GPU (the first one after the last)
-  // Per pack with ops, in the default clocks' replay: start of its first op, end of its last (ns), and
-  // that replay's begin.
-  std::vector<int64_t> first_start0, last_end0;
+  // Per pack with ops, in the default clocks' replay: the start of its first op (ns), and that replay's
+  // begin.
+  std::vector<int64_t> first_start0;
   int64_t begin0 = 0;
   std::vector<int> clocks;
   // Tables at the candidate clocks (filled when prepare() is asked for them), so that a replay of a

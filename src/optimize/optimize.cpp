@@ -71,12 +71,10 @@ Prepared prepare(const Problem& pr, bool tables) {
     replay::Replayer(pr.workload->graph).run(tl0);
     x.begin0 = tl0.begin_ns;
     x.first_start0.assign(p.packs.size(), 0);
-    x.last_end0.assign(p.packs.size(), 0);
     for (uint32_t k = 0; k < p.packs.size(); ++k) {
       const pack::Pack& pk = p.packs[k];
       if (pk.first_op > pk.last_op) continue;
       x.first_start0[k] = tl0.start(p.gpus[pk.gpu].ops[pk.first_op]);
-      x.last_end0[k] = tl0.end(p.gpus[pk.gpu].ops[pk.last_op]);
     }
     // Each pack owns the GPU's time from its start to the next pack's start (the last one: on to the
     // step's end and from the next step's start to the first pack): its span and the gap after it, which
