@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <unordered_map>
 
@@ -50,6 +51,7 @@ std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n) {
     const int c = profile.nearest_clock(f);
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }
+  std::sort(out.begin(), out.end(), std::greater<>());  // the default (highest) clock first
   return out;
 }
 
