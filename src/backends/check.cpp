@@ -34,11 +34,14 @@ StepSlowdown step_slowdown(const std::vector<double>& step_us, double default_us
   return out;
 }
 
+double energy_gap_pct(double predicted_j, double measured_j) {
+  return measured_j > 0 ? 100 * std::abs(predicted_j / measured_j - 1) : 0.0;
+}
+
 double energy_gap_pct(const Checked& c) {
-  auto gap = [](double predicted, double measured) { return measured > 0 ? 100 * std::abs(predicted / measured - 1) : 0.0; };
-  double worst = gap(c.default_predicted_j, c.default_measured_j);
+  double worst = energy_gap_pct(c.default_predicted_j, c.default_measured_j);
   for (const CheckRound& r : c.rounds) {
-    if (r.accepted) worst = std::max(worst, gap(r.predicted_energy_j, r.measured_energy_j));
+    if (r.accepted) worst = std::max(worst, energy_gap_pct(r.predicted_energy_j, r.measured_energy_j));
   }
   return worst;
 }

@@ -215,10 +215,8 @@ Result<RunResult> run(const RunOptions& o) {
   // Doubt: the models' step energy against the check's and the evaluation's measurement.
   std::vector<std::string> warnings = check ? backends::check_warnings(*checked) : std::vector<std::string>{};
   double eval_gap = 0;
-  for (size_t i = 0; i < 2 && i < res.plans.size(); ++i) {
-    const PlanRow& r = res.plans[i];
-    if (r.true_energy_j > 0) eval_gap = std::max(eval_gap, 100 * std::abs(r.predicted_energy_j / r.true_energy_j - 1));
-  }
+  for (size_t i = 0; i < 2 && i < res.plans.size(); ++i)
+    eval_gap = std::max(eval_gap, backends::energy_gap_pct(res.plans[i].predicted_energy_j, res.plans[i].true_energy_j));
   if (eval_gap > backends::kEnergyDoubtPct) {
     warnings.push_back(fmt::format("the evaluation measured a step energy {:.1f} % away from the models' prediction "
                                    "(default clocks or policy; more than {:g} %): the predicted saving does not hold, "

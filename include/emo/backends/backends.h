@@ -138,8 +138,9 @@ struct Checked {
 // Past this gap between the predicted and the measured step energy (%, at the default clocks or at the
 // clocks of the plan handed out) the predicted saving does not hold: the run says so (a warning).
 inline constexpr double kEnergyDoubtPct = 3.0;
-// The largest |predicted / measured − 1| (%) of the step energy over the default clocks and the plan
-// handed out (the accepted round's); 0 where nothing was measured.
+// |predicted / measured − 1| in %, 0 where nothing was measured.
+double energy_gap_pct(double predicted_j, double measured_j);
+// The largest of those over the default clocks and the plan handed out (the accepted round's).
 double energy_gap_pct(const Checked& c);
 // The doubt the check leaves, as `warning:` texts (without the prefix): empty when the gap is within
 // kEnergyDoubtPct.
