@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "emo/analysis/analysis.h"
-#include "emo/backends/backends.h"
+#include "emo/backends/profiling.h"
 #include "emo/device/profile.h"
 #include "emo/optimize/milp.h"
 #include "emo/optimize/optimize.h"
@@ -68,7 +68,9 @@ std::unique_ptr<Setup> build(const Case& cs, std::string& err) {
   auto p = pack::make_packs(s->w, analysis::analyze(s->w), s->profile, po);
   if (!p.ok()) return err = p.error().what, nullptr;
   s->packing = std::move(*p);
-  auto runs = backends::profile_plan("emulated:h100", s->w, s->packing);
+  static const auto h100 = backends::Target::open("emulated:h100");  // opened once for every case
+  if (!h100.ok()) return err = h100.error().what, nullptr;
+  auto runs = backends::profile_plan(*h100, s->w, s->packing);
   if (!runs.ok()) return err = runs.error().what, nullptr;
   auto m = pack::fit_pack_models(s->w, s->packing, *runs, s->profile);
   if (!m.ok()) return err = m.error().what, nullptr;

@@ -22,7 +22,8 @@
 #include <string_view>
 
 #include "emo/analysis/analysis.h"
-#include "emo/backends/backends.h"
+#include "emo/backends/profiling.h"
+#include "emo/backends/target.h"
 #include "emo/device/nvml.h"
 #include "emo/device/profile.h"
 #include "emo/model/datasets.h"

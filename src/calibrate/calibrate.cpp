@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "emo/base/stats.h"
+
 namespace emo::calibrate {
 
 using device::BenchKind;
@@ -87,13 +89,6 @@ std::vector<Series> group(const std::vector<Measurement>& ms) {
     it->idx.push_back(i);
   }
   return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // ---- small least squares ------------------------------------------------------------------------

@@ -151,7 +151,11 @@ class EmulatedDevice final : public device::Device {
 Result<std::unique_ptr<device::Device>> open_emulated_device(const std::string& profile_name, uint64_t seed) {
   auto profile = device::load_profile(profile_name);
   if (!profile) return profile.error();
-  return std::unique_ptr<device::Device>(std::make_unique<EmulatedDevice>(std::move(*profile), seed));
+  return open_emulated_device(std::move(*profile), seed);
+}
+
+std::unique_ptr<device::Device> open_emulated_device(device::DeviceProfile profile, uint64_t seed) {
+  return std::make_unique<EmulatedDevice>(std::move(profile), seed);
 }
 
 std::string energy_log_csv(const RankRun& run, const std::string& device) {

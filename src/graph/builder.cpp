@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "emo/base/stats.h"
 #include "emo/graph/graph.h"
 
 namespace emo::graph {
@@ -569,13 +570,6 @@ class Builder {
   }
 
   // ---------- latencies ----------
-  static int64_t median(std::vector<int64_t>& v, int64_t fallback) {
-    if (v.empty()) return fallback;
-    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    return *mid;
-  }
-
   int64_t meas(PointId p) const {
     return is_end(p) ? g_.meas_end_ns[node_of(p)] : g_.meas_start_ns[node_of(p)];
   }
@@ -622,7 +616,7 @@ class Builder {
       }
     }
     int64_t inherent[kKinds];
-    for (int k = 0; k < kKinds; ++k) inherent[k] = median(binding_gaps[k], 0);
+    for (int k = 0; k < kKinds; ++k) inherent[k] = upper_median(binding_gaps[k], int64_t{0});
     inherent[static_cast<int>(EdgeKind::kThread)] = 0;
     inherent[static_cast<int>(EdgeKind::kCollective)] = 0;
     std::copy(inherent, inherent + kKinds, g_.inherent_lat_ns);

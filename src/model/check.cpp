@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "emo/base/stats.h"
 #include "emo/model/datasets.h"
 #include "optim.h"
 
@@ -31,13 +32,6 @@ std::string list_clocks(const std::vector<int>& c) {
     s += std::to_string(c[i]);
   }
   return s;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

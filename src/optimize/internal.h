@@ -1,5 +1,8 @@
-// Shared by the optimizer and the MILP oracle (not a public header): per-op pack and signature, the
-// pack cost model and the full-replay prediction, so both price a plan with exactly the same numbers.
+// Shared by the files of the optimizer, the MILP oracle and the policy file (not a public header):
+// per-op pack and signature, the pack cost model and the full-replay prediction (pricing.cpp), so all
+// price a plan with exactly the same numbers; and the state one optimize() call shares between its
+// stages (optimize.cpp: the driver; dp.cpp: the DP and its budget search; moves.cpp: the search moves
+// that improve its plan by replay; baselines.cpp: the baselines).
 #pragma once
 
 #include <cstdint>
@@ -58,5 +61,64 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
 // One full replay of a plan: makespan and energy (packs, idle at the default clock, clock switches).
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);
+
+// ---- one optimize() call ----
+
+// What the stages of one optimize() call share: the problem and its tables, the solution being filled
+// (its default plan, targets and replay count), the best verified plan so far and the replay budgets that
+// the moves draw on. Trial plans are verified by check() / check_all() only, so that every replay counts.
+struct Search {
+  Search(const Problem& problem, const OptimizeOptions& options, const Prepared& prepared, Solution& solution);
+
+  const Problem& pr;
+  const OptimizeOptions& opt;
+  const Prepared& x;
+  Solution& s;
+  size_t P = 0;                                   // packs
+  std::vector<std::vector<uint32_t>> gpu_packs;   // each GPU's packs, in order
+  // Replays of independent trials run on `threads` worker threads where the step is big (`parallel`) or
+  // a batch is (see check_all).
+  bool parallel = false;
+  int threads = 0;
+  double points = 1;  // replayed points of one replay (≥ 1)
+  Plan best;          // the best plan that meets the target so far (named "policy")
+  int polish_left = 0;  // replays left to polish_single
+  int block_left = 0;   // replays left to polish_blocks
+
+  // Marks a replayed plan feasible when it meets the plan target, and counts the replay.
+  Plan check(Plan pl);
+  // Replays a plan and checks it.
+  Plan replay(std::vector<int> clocks, const char* name);
+  // Replays trial plans that do not depend on each other, in order, and checks them. On a big step (a
+  // replay takes milliseconds there) they run on worker threads; the caller then accepts them in order,
+  // so the result is the same with any number of threads. Moves the trials out.
+  std::vector<Plan> check_all(std::vector<std::vector<int>>& trials, const char* name);
+  // Whether a checked plan meets the target and saves energy on `best` (beyond rounding).
+  bool beats_best(const Plan& pl) const { return pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9); }
+};
+
+// The DP's plan (dp.cpp): each GPU's packs solved by the DP at a makespan budget, the budget searched
+// so that the plan's replay meets the target, then each GPU's share of it; leaves the best in c.best.
+// `dur0`, `tl0`: the default clocks' replay (durations and timeline).
+void dp_search(Search& c, const std::vector<int64_t>& dur0, const replay::Timeline& tl0);
+
+// The search moves (moves.cpp), each accepting into c.best only verified plans that save energy.
+// One pack at a time at any clock (bounded by c.polish_left).
+void polish_single(Search& c);
+// Two packs at once, on small cases (at most 12 packs and 20000 pair trials; otherwise nothing).
+void polish_pairs(Search& c);
+// Runs of consecutive packs of a GPU moved to one clock, and runs of equal clocks shifted along their
+// GPU, each round followed by polish_single (bounded by c.block_left). The driver runs it, and
+// kick_and_repair, on cases of up to 64 packs.
+void polish_blocks(Search& c);
+// Kick and repair: a move that breaks the target or costs more, then every move that repairs it, each
+// success polished again (bounded by opt.kick_replays and opt.kick_point_visits).
+void kick_and_repair(Search& c);
+
+// The baselines (baselines.cpp), each a verified plan of the given name (the default plan's clocks where
+// nothing better meets the target).
+Plan static_clock_baseline(Search& c);
+Plan slack_only_baseline(Search& c);
+Plan per_phase_baseline(Search& c);
 
 }  // namespace emo::optimize::detail

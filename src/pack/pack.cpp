@@ -9,6 +9,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "emo/model/kernel_names.h"
+
 namespace emo::pack {
 
 using graph::NodeId;
@@ -27,13 +29,11 @@ const char* to_string(Boundness b) {
 
 Boundness boundness_of_name(std::string_view name, bool is_copy) {
   if (is_copy) return Boundness::kMemory;
-  std::string s(name);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  auto has = [&](const char* k) { return s.find(k) != std::string::npos; };
-  if (has("nccl")) return Boundness::kCommunication;
-  if (has("gemm") || has("xmma") || has("cutlass") || has("matmul") || has("flash") || has("fmha") ||
-      has("attention") || has("conv") || has("wgmma") || has("sm80_") || has("sm90_"))
-    return Boundness::kCompute;
+  switch (model::classify_kernel_name(name).role) {
+    case model::KernelRole::kCompute: return Boundness::kCompute;
+    case model::KernelRole::kCommunication: return Boundness::kCommunication;
+    case model::KernelRole::kMemory: break;
+  }
   return Boundness::kMemory;
 }
 

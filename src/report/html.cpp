@@ -43,9 +43,10 @@ const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
 void scatter(std::string& h, const ReportData& d) {
   const double H = 360, top = 20, bottom = 50;
   double t0 = 1e300, t1 = -1e300, e0 = 1e300, e1 = -1e300;
-  for (const PlanRow& r : d.plans) {
-    t0 = std::min(t0, r.true_time_us), t1 = std::max(t1, r.true_time_us);
-    e0 = std::min(e0, r.true_energy_j), e1 = std::max(e1, r.true_energy_j);
+  for (const session::EvaluatedPlan& r : d.plans) {
+    const double t = r.measured.mean_step_ns() / 1e3;
+    t0 = std::min(t0, t), t1 = std::max(t1, t);
+    e0 = std::min(e0, r.measured.energy_j), e1 = std::max(e1, r.measured.energy_j);
   }
   if (d.plans.empty()) t0 = t1 = e0 = e1 = 0;
   const double pt = std::max(1e-9, (t1 - t0) * 0.15 + t1 * 1e-3), pe = std::max(1e-12, (e1 - e0) * 0.15 + e1 * 1e-3);
@@ -65,7 +66,7 @@ void scatter(std::string& h, const ReportData& d) {
   }
   if (!d.plans.empty()) {
     // The target: default time × (1 + max_slowdown).
-    const double limit = d.plans[0].true_time_us * (1 + d.summary.value("max_slowdown", 0.0));
+    const double limit = d.plans[0].measured.mean_step_ns() / 1e3 * (1 + d.summary.value("max_slowdown", 0.0));
     if (limit <= t1)
       h += fmt::format("<path d=\"M{0:.1f} {1} V{2}\" stroke=\"#999\" stroke-dasharray=\"4 3\" fill=\"none\"/>"
                        "<text x=\"{0:.1f}\" y=\"{3}\" class=\"tick\" text-anchor=\"middle\">time limit</text>\n",
@@ -74,9 +75,9 @@ void scatter(std::string& h, const ReportData& d) {
   // Labels: plans at (nearly) the same point share one label line, so names never print over each other.
   std::vector<std::pair<double, double>> placed;  // label anchors already used
   for (size_t i = 0; i < d.plans.size(); ++i) {
-    const PlanRow& r = d.plans[i];
+    const session::EvaluatedPlan& r = d.plans[i];
     const char* color = r.name == "default" ? "#555" : r.name == "policy" ? "#d62728" : kPalette[i % 8];
-    const double cx = X(r.true_time_us), cy = Y(r.true_energy_j);
+    const double cx = X(r.measured.mean_step_ns() / 1e3), cy = Y(r.measured.energy_j);
     double ly = cy - 6;
     for (bool moved = true; moved;) {
       moved = false;
@@ -90,7 +91,7 @@ void scatter(std::string& h, const ReportData& d) {
     placed.emplace_back(cx + 9, ly);
     h += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}: {:.3f} ms, {:.4f} J</title></circle>"
                      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"lbl\" fill=\"{}\">{}</text>\n",
-                     cx, cy, r.name == "policy" ? 7 : 5, color, esc(r.name), r.true_time_us / 1e3, r.true_energy_j,
+                     cx, cy, r.name == "policy" ? 7 : 5, color, esc(r.name), r.measured.mean_step_ns() / 1e6, r.measured.energy_j,
                      cx + 9, ly, color, esc(r.name));
   }
   h += "</svg>\n";
@@ -245,10 +246,10 @@ std::string render_html(const ReportData& d) {
   scatter(h, d);
   h += "<table><tr><th>plan</th><th>predicted time (µs)</th><th>predicted energy (J)</th><th>true time (µs)</th>"
        "<th>true energy (J)</th><th>saving %</th><th>slowdown %</th></tr>\n";
-  for (const PlanRow& r : d.plans) {
+  for (const session::EvaluatedPlan& r : d.plans) {
     h += fmt::format("<tr><td>{}</td><td>{:.1f}</td><td>{:.4f}</td><td>{:.1f}</td><td>{:.4f}</td><td>{:.2f}</td><td>{:+.2f}</td></tr>\n",
-                     esc(r.name), r.predicted_time_us, r.predicted_energy_j, r.true_time_us, r.true_energy_j, r.saving_pct,
-                     r.slowdown_pct);
+                     esc(r.name), double(r.predicted_time_ns) / 1e3, r.predicted_energy_j, r.measured.mean_step_ns() / 1e3,
+                     r.measured.energy_j, r.saving_pct, r.slowdown_pct);
   }
   h += "</table>\n";
 

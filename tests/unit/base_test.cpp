@@ -1,4 +1,4 @@
-// StringTable, AtomicFile and parallel_for behaviour.
+// StringTable, AtomicFile, parallel_for and median behaviour.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 
 #include "emo/base/file_util.h"
 #include "emo/base/parallel.h"
+#include "emo/base/stats.h"
 #include "emo/base/strings.h"
 #include "test_util.h"
 
@@ -109,6 +111,32 @@ TEST(AtomicFile, UnwritableDirectoryIsAnError) {
   Status s = write_file_atomic("/nonexistent-dir/x.json", "{}");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what.find("cannot write"), std::string::npos);
+}
+
+TEST(Stats, MedianTakesTheMeanOfTheTwoMiddleValues) {
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({7.5}), 7.5);
+  EXPECT_EQ(median({5, 1, 3}), 3.0);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);  // (2 + 3) / 2, not the upper 3
+  EXPECT_EQ(median({-1, 10, 10, -1, 2, 2}), 2.0);
+  const std::vector<double> v = {9, 8, 7, 6};
+  EXPECT_EQ(median(v), 7.5);
+  EXPECT_EQ(v, (std::vector<double>{9, 8, 7, 6}));  // taken by value: the caller's order stays
+}
+
+TEST(Stats, UpperMedianTakesTheUpperMiddleValue) {
+  std::vector<int64_t> empty;
+  EXPECT_EQ(upper_median(empty, int64_t{-5}), -5);
+  std::vector<int64_t> odd = {50, 10, 30};
+  EXPECT_EQ(upper_median(odd, int64_t{0}), 30);
+  std::vector<int64_t> even = {4, 1, 3, 2};
+  EXPECT_EQ(upper_median(even, int64_t{0}), 3);  // the upper of 2 and 3, never their mean
+  // Always one of the values: no overflow where a mean of two large ones would.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> large = {big, big - 2};
+  EXPECT_EQ(upper_median(large, int64_t{0}), big);
+  std::vector<double> d = {1.0, 2.0};
+  EXPECT_EQ(upper_median(d, 0.0), 2.0);
 }
 
 }  // namespace

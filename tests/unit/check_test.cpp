@@ -1,15 +1,17 @@
-// The policy checked on the device before it is handed out (backends::optimize_checked): a plan whose
+// The policy checked on the device before it is handed out (optimize::optimize_checked): a plan whose
 // measured slowdown is over the check's limit is re-solved with a lower target or replaced by a baseline
 // that passes, and whatever comes out passes on the device.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/optimize/optimize.h"
 #include "synth_workload.h"
 
-namespace emo::backends {
+namespace emo::optimize {
 namespace {
 
 // Measured slowdown (%) of a solution's policy, as the check runs it.
@@ -19,19 +21,19 @@ double measured_pct(const optimize::Problem& pr, const optimize::Solution& s, do
   EXPECT_TRUE(pf.ok());
   std::vector<int> clocks;
   for (const auto& ap : pf->packs) clocks.push_back(ap.clock_mhz);
-  auto def = run_on_emulator("emulated:h100", *pr.workload, pf->packs, {}, {}, pr.default_clock_mhz, c.steps,
+  auto def = test::meter("emulated:h100", pr).measure(pf->packs, {}, {}, c.steps,
                              "default", c.seed);
-  auto pol = run_on_emulator("emulated:h100", *pr.workload, pf->packs, clocks, {}, pr.default_clock_mhz, c.steps,
+  auto pol = test::meter("emulated:h100", pr).measure(pf->packs, clocks, {}, c.steps,
                              "policy", c.seed);
   EXPECT_TRUE(def.ok() && pol.ok());
-  return 100 * (pol->time_us / def->time_us - 1);
+  return 100 * (pol->mean_step_ns() / def->mean_step_ns() - 1);
 }
 
 TEST(Check, ModelsThatUnderPredictSlowdownAreCaughtAndTheResultPasses) {
   auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 8, 4, 11);
   // Models fitted from runs labelled with clocks 12 % below the ones they ran at: every slowdown is
   // believed to need a lower clock than it does, so plans slow the step more than predicted.
-  auto runs = profile_plan("emulated:h100", s->w, s->packing);
+  auto runs = backends::profile_plan(test::target("emulated:h100"), s->w, s->packing);
   ASSERT_TRUE(runs.ok());
   const int top = s->packing.plan_clocks_mhz.front();
   for (auto& r : *runs) {
@@ -52,7 +54,7 @@ TEST(Check, ModelsThatUnderPredictSlowdownAreCaughtAndTheResultPasses) {
   const double plain_pct = measured_pct(pr, *plain, o.max_slowdown, c);
   EXPECT_GT(plain_pct, limit) << "the mislabelled models should mislead the optimizer";
 
-  auto checked = optimize_checked(pr, o, "emulated:h100", c);
+  auto checked = optimize_checked(pr, o, test::meter("emulated:h100", pr), c);
   ASSERT_TRUE(checked.ok()) << checked.error().what;
   ASSERT_GE(checked->rounds.size(), 2u);
   EXPECT_FALSE(checked->rounds.front().accepted);
@@ -103,15 +105,15 @@ TEST(Check, BadCheckStepsIsAnError) {
   auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 4, 4, 11);
   CheckOptions c;
   c.steps = 1;
-  auto r = optimize_checked(s->problem(), {}, "emulated:h100", c);
+  auto r = optimize_checked(s->problem(), {}, test::meter("emulated:h100", s->problem()), c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().what.find("step"), std::string::npos);
   c.steps = 3;
   c.max_steps = 2;
-  auto fewer = optimize_checked(s->problem(), {}, "emulated:h100", c);
+  auto fewer = optimize_checked(s->problem(), {}, test::meter("emulated:h100", s->problem()), c);
   ASSERT_FALSE(fewer.ok());
   EXPECT_NE(fewer.error().what.find("max_steps"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace emo::backends
+}  // namespace emo::optimize

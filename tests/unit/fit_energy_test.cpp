@@ -11,7 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/optimize/optimize.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
@@ -34,7 +36,7 @@ struct Step {
 };
 
 double step_energy_error(const std::string& gpu, const Step& s, const PackModels& m, int f) {
-  auto fid = backends::pack_fidelity(gpu, s.w, s.packing, m, f);
+  auto fid = backends::pack_fidelity(test::target(gpu), s.w, s.packing, m, f);
   EXPECT_TRUE(fid.ok()) << (fid.ok() ? "" : fid.error().what);
   return fid.ok() ? fid->predicted_step_j / fid->true_step_j - 1 : 1.0;
 }
@@ -52,7 +54,7 @@ struct TwoFits {
   PackModels without, with;
 };
 std::optional<TwoFits> fit_both(const Step& s, const std::string& gpu, const FitOptions& reduced) {
-  auto runs = backends::profile_plan(gpu, s.w, s.packing);
+  auto runs = backends::profile_plan(test::target(gpu), s.w, s.packing);
   if (!runs.ok()) return std::nullopt;
   auto without = fit_pack_models(s.w, s.packing, *runs, s.profile, reduced);
   auto with = fit_pack_models(s.w, s.packing, *runs, s.profile);
@@ -125,7 +127,7 @@ TEST(FitEnergy, KneeFitFollowsAGpuWhoseKneeIsLower) {
   po.profile_clocks = 3;
   auto three = make_packs(s.w, analysis::analyze(s.w), s.profile, po);
   ASSERT_TRUE(three.ok());
-  auto runs3 = backends::profile_plan(gpu, s.w, *three);
+  auto runs3 = backends::profile_plan(test::target(gpu), s.w, *three);
   ASSERT_TRUE(runs3.ok());
   auto m3 = fit_pack_models(s.w, *three, *runs3, s.profile);
   ASSERT_TRUE(m3.ok());
@@ -134,7 +136,7 @@ TEST(FitEnergy, KneeFitFollowsAGpuWhoseKneeIsLower) {
 
 TEST(FitEnergy, TwoClocksLeaveTheProfilesFloor) {
   Step s;
-  auto runs = backends::profile_plan("emulated:h100", s.w, s.packing);
+  auto runs = backends::profile_plan(test::target("emulated:h100"), s.w, s.packing);
   ASSERT_TRUE(runs.ok());
   ASSERT_GE(runs->size(), 3u);
   std::sort(runs->begin(), runs->end(), [](const auto& a, const auto& b) { return a.clock_mhz < b.clock_mhz; });
@@ -151,7 +153,7 @@ TEST(FitEnergy, IdleOfHostBoundPacksFollowsTheReplay) {
   auto s = test::profiled_step(synth::Workload::kInferDecode, 1, 8, 1, 11);
   for (int f : {1305, 1755}) {
     ASSERT_EQ(std::count(s->packing.plan_clocks_mhz.begin(), s->packing.plan_clocks_mhz.end(), f), 0);
-    auto fid = backends::pack_fidelity("emulated:h100", s->w, s->packing, s->models, f);
+    auto fid = backends::pack_fidelity(test::target("emulated:h100"), s->w, s->packing, s->models, f);
     ASSERT_TRUE(fid.ok()) << fid.error().what;
     const double err = fid->predicted_step_j / fid->true_step_j - 1;
     optimize::Problem measured_idle = s->problem();
@@ -159,10 +161,10 @@ TEST(FitEnergy, IdleOfHostBoundPacksFollowsTheReplay) {
     const std::vector<int> locked(s->packing.packs.size(), f);
     const double err_measured = optimize::predict(measured_idle, locked).energy_j / fid->true_step_j - 1;
     std::printf("decode at %d MHz: step energy error %+.2f %% (idle as measured: %+.2f %%), time %+.2f %%\n", f,
-                100 * err, 100 * err_measured, 100 * (fid->predicted_step_s / fid->true_step_s - 1));
+                100 * err, 100 * err_measured, 100 * (double(fid->predicted_step_ns) / fid->true_step_ns - 1));
     EXPECT_LT(std::abs(err), 0.02) << f;  // issue goal for the step
     EXPECT_LT(std::abs(err), std::abs(err_measured)) << f;
-    EXPECT_LT(std::abs(fid->predicted_step_s / fid->true_step_s - 1), 0.02) << f;
+    EXPECT_LT(std::abs(double(fid->predicted_step_ns) / fid->true_step_ns - 1), 0.02) << f;
   }
 }
 

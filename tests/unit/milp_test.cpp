@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/optimize/milp.h"
 #include "emo/optimize/optimize.h"
 #include "emo/synth/synth.h"

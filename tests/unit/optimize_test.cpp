@@ -6,7 +6,9 @@
 
 #include <cmath>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/emulator/emulator.h"
 #include "emo/optimize/optimize.h"
 #include "emo/synth/synth.h"

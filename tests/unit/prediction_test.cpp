@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/optimize/optimize.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
@@ -35,7 +37,7 @@ std::vector<PlanGap> predicted_and_measured(const std::vector<std::string>& file
   auto p = pack::make_packs(*w, analysis::analyze(*w), profile);
   EXPECT_TRUE(p.ok());
   if (!p.ok()) return out;
-  auto runs = backends::profile_plan(gpu, *w, *p);
+  auto runs = backends::profile_plan(test::target(gpu), *w, *p);
   EXPECT_TRUE(runs.ok());
   if (!runs.ok()) return out;
   auto m = pack::fit_pack_models(*w, *p, *runs, profile);
@@ -48,7 +50,7 @@ std::vector<PlanGap> predicted_and_measured(const std::vector<std::string>& file
   pr.default_clock_mhz = int(profile.default_clock_mhz.value);
   optimize::OptimizeOptions oo;
   oo.max_slowdown = 0.05;
-  auto checked = backends::optimize_checked(pr, oo, gpu);
+  auto checked = optimize::optimize_checked(pr, oo, test::meter(gpu, pr));
   EXPECT_TRUE(checked.ok());
   if (!checked.ok()) return out;
   const optimize::Solution& s = checked->solution;
@@ -57,7 +59,7 @@ std::vector<PlanGap> predicted_and_measured(const std::vector<std::string>& file
   if (!pf.ok()) return out;
   auto measure = [&](const std::string& name, double predicted, const std::vector<int>& clocks,
                      const std::vector<int64_t>& issues) {
-    auto r = backends::run_on_emulator(gpu, *w, pf->packs, clocks, issues, pr.default_clock_mhz, 12, name);
+    auto r = test::meter(gpu, pr).measure(pf->packs, clocks, issues, 12, name);
     EXPECT_TRUE(r.ok());
     if (r.ok()) out.push_back({name, predicted, r->energy_j});
   };
@@ -118,41 +120,41 @@ TEST(Prediction, OverlappingCollectivesAndSwitchesIntoIdleArePricedAsTheyRun) {
 // The check measures the default clocks and the plan it hands out: past kEnergyDoubtPct between the
 // models' step energy and that measurement, the predicted saving is doubted aloud.
 TEST(Prediction, TheCheckWarnsWhenItsMeasuredEnergyIsFarFromThePrediction) {
-  backends::Checked c;
+  optimize::Checked c;
   c.default_predicted_j = 100;
   c.default_measured_j = 99;
-  backends::CheckRound r;
+  optimize::CheckRound r;
   r.accepted = true;
   r.predicted_energy_j = 80;
   r.measured_energy_j = 79;
   c.rounds.push_back(r);
-  EXPECT_NEAR(backends::energy_gap_pct(c), 100.0 * (80.0 / 79 - 1), 1e-9);  // the larger of 1.01 % and 1.27 %
-  EXPECT_TRUE(backends::check_warnings(c).empty());
+  EXPECT_NEAR(optimize::energy_gap_pct(c), 100.0 * (80.0 / 79 - 1), 1e-9);  // the larger of 1.01 % and 1.27 %
+  EXPECT_TRUE(optimize::check_warnings(c).empty());
   c.rounds[0].measured_energy_j = 75;  // 6.7 % over
-  ASSERT_EQ(backends::check_warnings(c).size(), 1u);
-  EXPECT_NE(backends::check_warnings(c)[0].find("6.7 %"), std::string::npos) << backends::check_warnings(c)[0];
+  ASSERT_EQ(optimize::check_warnings(c).size(), 1u);
+  EXPECT_NE(optimize::check_warnings(c)[0].find("6.7 %"), std::string::npos) << optimize::check_warnings(c)[0];
   c.rounds[0].accepted = false;  // a rejected round is not what is handed out
-  EXPECT_TRUE(backends::check_warnings(c).empty());
+  EXPECT_TRUE(optimize::check_warnings(c).empty());
   c.default_measured_j = 90;  // the default clocks 11 % over
-  EXPECT_EQ(backends::check_warnings(c).size(), 1u);
-  EXPECT_EQ(backends::check_json(c)["energy_gap_pct"].get<double>(), backends::energy_gap_pct(c));
+  EXPECT_EQ(optimize::check_warnings(c).size(), 1u);
+  EXPECT_EQ(optimize::check_json(c)["energy_gap_pct"].get<double>(), optimize::energy_gap_pct(c));
 
   // In a real check: models whose static and dynamic power are 10 % high are caught; the fitted ones not.
   auto s = test::profiled_step(synth::Workload::kTrainDP, 2, 6, 5, 3);
   optimize::OptimizeOptions oo;
   oo.max_slowdown = 0.05;
-  auto good = backends::optimize_checked(s->problem(), oo, "emulated:h100");
+  auto good = optimize::optimize_checked(s->problem(), oo, test::meter("emulated:h100", s->problem()));
   ASSERT_TRUE(good.ok());
-  EXPECT_LT(backends::energy_gap_pct(*good), backends::kEnergyDoubtPct);
-  EXPECT_TRUE(backends::check_warnings(*good).empty());
+  EXPECT_LT(optimize::energy_gap_pct(*good), optimize::kEnergyDoubtPct);
+  EXPECT_TRUE(optimize::check_warnings(*good).empty());
   for (pack::GpuCorrection& g : s->models.gpus) {
     g.static_scale *= 1.1;
     g.dynamic_scale *= 1.1;
   }
-  auto bad = backends::optimize_checked(s->problem(), oo, "emulated:h100");
+  auto bad = optimize::optimize_checked(s->problem(), oo, test::meter("emulated:h100", s->problem()));
   ASSERT_TRUE(bad.ok());
-  EXPECT_GT(backends::energy_gap_pct(*bad), 8.0);
-  EXPECT_EQ(backends::check_warnings(*bad).size(), 1u);
+  EXPECT_GT(optimize::energy_gap_pct(*bad), 8.0);
+  EXPECT_EQ(optimize::check_warnings(*bad).size(), 1u);
 }
 
 }  // namespace

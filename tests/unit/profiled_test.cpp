@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
 #include "synth_workload.h"
@@ -43,14 +45,14 @@ struct Small {
 TEST(Profiled, FolderGivesTheSameModelsAsInMemoryRuns) {
   Small s;
   TmpDir dir;
-  ASSERT_TRUE(write_profiled_dir("emulated:h100", s.w, s.packing, dir.path).ok());
+  ASSERT_TRUE(write_profiled_dir(test::target("emulated:h100"), s.w, s.packing, dir.path).ok());
   for (int c : s.packing.plan_clocks_mhz) {
     EXPECT_TRUE(fs::exists(fs::path(dir.path) / (std::to_string(c) + "mhz") / "rank0.json")) << c;
     EXPECT_TRUE(fs::exists(fs::path(dir.path) / (std::to_string(c) + "mhz") / "rank1.energy.csv")) << c;
   }
   auto from_disk = read_profiled_dir(dir.path, s.w);
   ASSERT_TRUE(from_disk.ok()) << from_disk.error().what;
-  auto in_memory = profile_plan("emulated:h100", s.w, s.packing);
+  auto in_memory = profile_plan(test::target("emulated:h100"), s.w, s.packing);
   ASSERT_TRUE(in_memory.ok());
   std::sort(in_memory->begin(), in_memory->end(), [](const auto& a, const auto& b) { return a.clock_mhz < b.clock_mhz; });
   for (size_t i = 0; i < in_memory->size(); ++i) EXPECT_EQ((*from_disk)[i].clock_mhz, (*in_memory)[i].clock_mhz);
@@ -76,7 +78,7 @@ TEST(Profiled, BadFoldersAreClearErrors) {
   auto missing = read_profiled_dir(dir.path, s.w);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().what.find("no such folder"), std::string::npos);
-  ASSERT_TRUE(write_profiled_dir("emulated:h100", s.w, s.packing, dir.path).ok());
+  ASSERT_TRUE(write_profiled_dir(test::target("emulated:h100"), s.w, s.packing, dir.path).ok());
   const std::string c0 = std::to_string(s.packing.plan_clocks_mhz[0]) + "mhz";
   // A rank's energy log missing.
   fs::rename(fs::path(dir.path) / c0 / "rank1.energy.csv", fs::path(dir.path) / "aside.csv");
@@ -127,31 +129,31 @@ TEST(Profiled, EnergyLogParsing) {
 
 TEST(Profiled, PackPredictionsAtAnUnprofiledClockMatchTheEmulator) {
   Small s;
-  auto runs = profile_plan("emulated:h100", s.w, s.packing);
+  auto runs = profile_plan(test::target("emulated:h100"), s.w, s.packing);
   ASSERT_TRUE(runs.ok());
   auto m = pack::fit_pack_models(s.w, s.packing, *runs, s.profile);
   ASSERT_TRUE(m.ok());
   const int f = 1305;  // not a plan clock
   ASSERT_EQ(std::count(s.packing.plan_clocks_mhz.begin(), s.packing.plan_clocks_mhz.end(), f), 0);
-  auto fid = pack_fidelity("emulated:h100", s.w, s.packing, *m, f);
+  auto fid = pack_fidelity(test::target("emulated:h100"), s.w, s.packing, *m, f);
   ASSERT_TRUE(fid.ok()) << fid.error().what;
   ASSERT_FALSE(fid->packs.empty());
   double pred_e = 0, true_e = 0, worst_t = 0;
   std::vector<double> t_err, e_err;
   for (const auto& r : fid->packs) {
-    t_err.push_back(std::abs(r.predicted_busy_s / r.true_busy_s - 1));
+    t_err.push_back(std::abs(r.predicted_busy_ns / double(r.true_busy_ns) - 1));
     e_err.push_back(std::abs(r.predicted_energy_j / r.true_energy_j - 1));
-    ASSERT_GT(r.true_busy_s, 0);
+    ASSERT_GT(r.true_busy_ns, 0);
     ASSERT_GT(r.true_energy_j, 0);
     pred_e += r.predicted_energy_j;
     true_e += r.true_energy_j;
-    worst_t = std::max(worst_t, std::abs(r.predicted_busy_s / r.true_busy_s - 1));
+    worst_t = std::max(worst_t, std::abs(r.predicted_busy_ns / double(r.true_busy_ns) - 1));
     std::printf("  pack %u rank %d %-40.40s busy %.1f/%.1f us energy %.4f/%.4f J\n", r.pack, r.rank, r.first_name.c_str(),
-                r.predicted_busy_s * 1e6, r.true_busy_s * 1e6, r.predicted_energy_j, r.true_energy_j);
+                r.predicted_busy_ns / 1e3, double(r.true_busy_ns) / 1e3, r.predicted_energy_j, r.true_energy_j);
   }
   std::printf("%zu packs at %d MHz: worst pack time error %.2f %%, pack energy total error %.2f %%, step %.2f %% / %.2f %%\n",
               fid->packs.size(), f, 100 * worst_t, 100 * (pred_e / true_e - 1),
-              100 * (fid->predicted_step_s / fid->true_step_s - 1), 100 * (fid->predicted_step_j / fid->true_step_j - 1));
+              100 * (double(fid->predicted_step_ns) / fid->true_step_ns - 1), 100 * (fid->predicted_step_j / fid->true_step_j - 1));
   // Time per pack is fitted from the profiled traces: close everywhere. Energy per pack comes from the
   // profile's power predictors (the counter only sees whole steps), corrected per GPU: the sum is close,
   // single packs less so (docs/optimize.md reports the spread).
@@ -161,16 +163,16 @@ TEST(Profiled, PackPredictionsAtAnUnprofiledClockMatchTheEmulator) {
   EXPECT_LT(worst_t, 0.10);
   EXPECT_LT(e_err[e_err.size() / 2], 0.15);
   EXPECT_LT(std::abs(pred_e / true_e - 1), 0.03);
-  EXPECT_LT(std::abs(fid->predicted_step_s / fid->true_step_s - 1), 0.02);
+  EXPECT_LT(std::abs(double(fid->predicted_step_ns) / fid->true_step_ns - 1), 0.02);
   EXPECT_LT(std::abs(fid->predicted_step_j / fid->true_step_j - 1), 0.03);
   // The truth is a measurement: the same packs at a lower clock take longer on the emulator.
-  auto slow = pack_fidelity("emulated:h100", s.w, s.packing, *m, 1005);
+  auto slow = pack_fidelity(test::target("emulated:h100"), s.w, s.packing, *m, 1005);
   ASSERT_TRUE(slow.ok());
   double t_hi = 0, t_lo = 0;
-  for (size_t i = 0; i < fid->packs.size(); ++i) t_hi += fid->packs[i].true_busy_s, t_lo += slow->packs[i].true_busy_s;
+  for (size_t i = 0; i < fid->packs.size(); ++i) t_hi += double(fid->packs[i].true_busy_ns), t_lo += double(slow->packs[i].true_busy_ns);
   EXPECT_GT(t_lo, t_hi * 1.02);
-  EXPECT_FALSE(pack_fidelity("emulated:h100", s.w, s.packing, *m, 1234).ok());  // not a supported clock
-  EXPECT_FALSE(pack_fidelity("h100", s.w, s.packing, *m, f).ok());               // no truth without the emulator
+  EXPECT_FALSE(pack_fidelity(test::target("emulated:h100"), s.w, s.packing, *m, 1234).ok());  // not a supported clock
+  EXPECT_FALSE(pack_fidelity(test::target("h100"), s.w, s.packing, *m, f).ok());               // no truth without the emulator
 }
 
 TEST(Profiled, KernelLevelPackingIsOneOpPerPack) {

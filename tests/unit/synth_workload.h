@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "emo/analysis/analysis.h"
-#include "emo/backends/backends.h"
+#include "emo/backends/evaluation.h"
+#include "emo/backends/profiling.h"
+#include "emo/optimize/check.h"
 #include "emo/optimize/optimize.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
 #include "emo/synth/synth.h"
+#include "test_util.h"
 
 namespace emo::test {
 
@@ -65,7 +68,7 @@ inline std::unique_ptr<ProfiledStep> profiled_step(synth::Workload kind, int ran
   auto p = pack::make_packs(s->w, analysis::analyze(s->w), s->profile, po);
   EXPECT_TRUE(p.ok());
   s->packing = std::move(*p);
-  auto runs = backends::profile_plan("emulated:h100", s->w, s->packing);
+  auto runs = backends::profile_plan(test::target("emulated:h100"), s->w, s->packing);
   EXPECT_TRUE(runs.ok()) << (runs.ok() ? "" : runs.error().what);
   auto m = pack::fit_pack_models(s->w, s->packing, *runs, s->profile);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().what);

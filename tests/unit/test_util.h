@@ -1,12 +1,19 @@
-// Helpers shared by the unit tests: where the real data is, temp dirs.
+// Helpers shared by the unit tests: where the real data is, temp dirs, devices opened once.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "emo/backends/evaluation.h"
+#include "emo/backends/target.h"
 
 namespace emo::test {
 
@@ -37,6 +44,31 @@ inline std::string temp_dir(const std::string& tag) {
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   return base.string();
+}
+
+// The device `spec` names ("emulated:h100", "h100", ...), opened once for the test binary's life;
+// a spec that does not open throws (the test fails with its message).
+inline const backends::Target& target(const std::string& spec) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<backends::Target>> opened;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = opened[spec];
+  if (!slot) {
+    auto t = backends::Target::open(spec);
+    if (!t) throw std::runtime_error("cannot open " + spec + ": " + t.error().message());
+    slot = std::make_unique<backends::Target>(std::move(*t));
+  }
+  return *slot;
+}
+
+// Plans of `w` run on the emulated device `spec`, as the check and the evaluation run them.
+inline backends::EmulatedMeter meter(const std::string& spec, const analysis::Workload& w, int default_clock_mhz) {
+  auto m = backends::EmulatedMeter::make(target(spec), w, default_clock_mhz);
+  if (!m) throw std::runtime_error("cannot measure on " + spec + ": " + m.error().message());
+  return std::move(*m);
+}
+inline backends::EmulatedMeter meter(const std::string& spec, const optimize::Problem& pr) {
+  return meter(spec, *pr.workload, pr.default_clock_mhz);
 }
 
 }  // namespace emo::test

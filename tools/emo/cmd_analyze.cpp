@@ -2,8 +2,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
-#include "emo/analysis/analysis.h"
-#include "emo/base/file_util.h"
+#include "session_flags.h"
 
 namespace emo::cli {
 
@@ -36,26 +35,25 @@ void add_analyze(CLI::App& root, Action& action) {
                 "keep each collective kernel whole instead of splitting wait-for-peers from transfer");
   sub->callback([args, &action] {
     action = [args] {
-      analysis::LoadOptions lo;
-      if (args->step >= 0) lo.step = args->step;
-      lo.build.split_collectives = !args->no_split;
-      auto w = analysis::load(args->traces, lo);
-      if (!w.ok()) return fail(w.error());
-      analysis::Analysis a = analysis::analyze(*w);
+      session::Options o;
+      o.traces = args->traces;
+      if (args->step >= 0) o.load.step = args->step;
+      o.load.build.split_collectives = !args->no_split;
+      auto s = session::Session::open(o);
+      if (!s.ok()) return fail(s.error());
+      if (auto an = s->analysis(); !an.ok()) return fail(an.error());
       if (!args->kernels_csv.empty()) {
-        Status s = write_file_atomic(args->kernels_csv, analysis::kernels_csv(*w, a));
-        if (!s.ok()) return fail(s.error());
+        if (Status st = write_view(*s, *report::kernels_csv(), args->kernels_csv); !st.ok()) return fail(st.error());
       }
       if (!args->path_csv.empty()) {
-        Status s = write_file_atomic(args->path_csv, analysis::critical_path_csv(*w, a));
-        if (!s.ok()) return fail(s.error());
+        if (Status st = write_view(*s, *report::critical_path_csv(), args->path_csv); !st.ok()) return fail(st.error());
       }
       if (!args->json_out.empty()) {
-        Status s = write_file_atomic(args->json_out, analysis::to_json(*w, a, args->per_kernel).dump(1) + "\n");
-        if (!s.ok()) return fail(s.error());
+        if (Status st = write_view(*s, *report::analyze_json(args->per_kernel), args->json_out); !st.ok())
+          return fail(st.error());
         if (args->json_out == "-") return kExitOk;
       }
-      std::fputs(analysis::to_text(*w, a).c_str(), stdout);
+      if (Status st = print_view(*s, *report::analyze_text()); !st.ok()) return fail(st.error());
       return kExitOk;
     };
   });

@@ -4,12 +4,11 @@
 // the schema `--device FILE` reads.
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdio>
 #include <memory>
 
 #include "cli_common.h"
-#include "emo/backends/backends.h"
+#include "emo/backends/target.h"
 #include "emo/base/file_util.h"
 #include "emo/calibrate/calibrate.h"
 #include "emo/device/nvml.h"
@@ -30,22 +29,19 @@ constexpr const char* kAcceptedSpecs =
     "calibrate a device that runs benchmarks: nvml:N (GPU N as nvidia-smi numbers it) or emulated:NAME "
     "(NAME = a built-in profile)";
 
-// DEV -> a device that can lock clocks and run the microbenchmarks.
-Result<std::unique_ptr<device::Device>> open_for_calibration(const std::string& spec) {
-  if (spec.rfind("nvml:", 0) == 0) {
-    std::string n = spec.substr(5);
-    int index = -1;
-    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
-    if (n.empty() || ec != std::errc() || p != n.data() + n.size() || index < 0)
-      return make_error(spec, "'" + n + "' is not a GPU index", "write nvml:0 for the first GPU");
-    return device::open_nvml_device(index);
+// DEV -> the opened device (nvml:N or emulated:NAME), which can lock clocks and run the microbenchmarks.
+Result<backends::Target> open_for_calibration(const std::string& spec) {
+  auto t = backends::Target::open(spec);
+  if (!t) {
+    auto profile = device::load_profile(spec);
+    if (profile) return make_error(spec, "a device profile cannot run benchmarks", kAcceptedSpecs);
+    if (spec.rfind("nvml:", 0) == 0 || spec.rfind("emulated:", 0) == 0) return t.error();
+    return make_error(spec, "unknown device", kAcceptedSpecs);
   }
-  if (spec.rfind("emulated:", 0) == 0) return backends::open_device(spec);
-  auto profile = device::load_profile(spec);
-  if (profile) return make_error(spec, "a device profile cannot run benchmarks", kAcceptedSpecs);
-  return make_error(spec, "unknown device", kAcceptedSpecs);
+  if (t->spec().kind == backends::DeviceSpec::Kind::kProfile)
+    return make_error(spec, "a device profile cannot run benchmarks", kAcceptedSpecs);
+  return t;
 }
-
 
 void print_summary(const calibrate::CalibrationResult& r) {
   const auto& p = r.profile;
@@ -83,9 +79,11 @@ int run(const CalibrateArgs& a) {
     fail(make_error("--min-seconds", "must be more than 0 and at most 3600 seconds"));
     return kExitUsage;
   }
-  auto dev = open_for_calibration(a.device);
+  auto target = open_for_calibration(a.device);
+  if (!target) return fail(target.error());
+  auto dev = target->device();
   if (!dev) return fail(dev.error());
-  auto* nvml = dynamic_cast<device::NvmlDevice*>(dev->get());
+  auto* nvml = dynamic_cast<device::NvmlDevice*>(*dev);
   if (nvml && !nvml->profile_note().empty()) warn(nvml->profile_note());
   opt.progress = [nvml](const calibrate::Measurement& m) {
     std::string what = device::to_string(m.kind);

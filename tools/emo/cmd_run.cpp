@@ -65,7 +65,7 @@ void add_run(CLI::App& root, Action& action) {
       std::printf("true behaviour on the emulated GPU (%d steps each, first left out):\n", o.eval_steps);
       for (const auto& p : r->plans) {
         std::printf("  %-13s %10.3f ms  %10.3f J  %+6.2f %% time  %6.2f %% energy saved\n", p.name.c_str(),
-                    p.true_time_us / 1e3, p.true_energy_j, p.slowdown_pct, p.saving_pct);
+                    p.measured.mean_step_ns() / 1e6, p.measured.energy_j, p.slowdown_pct, p.saving_pct);
       }
       std::printf("report written to %s/ (report.html, summary.json, results.csv, packs.csv, policy.json, overlay.json)\n",
                   r->out_dir.c_str());

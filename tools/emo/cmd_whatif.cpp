@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "session_flags.h"
 #include "emo/analysis/analysis.h"
-#include "emo/base/file_util.h"
 
 namespace emo::cli {
 
@@ -37,26 +37,17 @@ void add_whatif(CLI::App& root, Action& action) {
         if (!s.ok()) return fail(s.error());
         scales.push_back(*s);
       }
-      analysis::LoadOptions lo;
-      if (args->step >= 0) lo.step = args->step;
-      auto w = analysis::load(args->traces, lo);
-      if (!w.ok()) return fail(w.error());
-      auto r = analysis::what_if(*w, scales);
-      if (!r.ok()) return fail(r.error());
-      double base = static_cast<double>(r->baseline_span_ns) / 1000.0;
-      double pred = static_cast<double>(r->predicted_span_ns) / 1000.0;
+      session::Options o;
+      o.traces = args->traces;
+      if (args->step >= 0) o.load.step = args->step;
+      auto s = session::Session::open(o);
+      if (!s.ok()) return fail(s.error());
+      if (auto r = s->what_if(scales); !r.ok()) return fail(r.error());
       if (!args->json_out.empty()) {
-        nlohmann::json j = {{"baseline_span_us", base}, {"predicted_span_us", pred},
-                            {"change_pct", base > 0 ? 100.0 * (pred - base) / base : 0.0},
-                            {"matched_nodes", r->matched}};
-        Status s = write_file_atomic(args->json_out, j.dump(1) + "\n");
-        if (!s.ok()) return fail(s.error());
+        if (Status st = write_view(*s, *report::whatif_json(scales), args->json_out); !st.ok()) return fail(st.error());
         if (args->json_out == "-") return kExitOk;
       }
-      std::fputs(fmt::format("step span: baseline {:.3f} ms -> predicted {:.3f} ms ({:+.2f} %)\n", base / 1000,
-                             pred / 1000, base > 0 ? 100.0 * (pred - base) / base : 0.0)
-                     .c_str(),
-                 stdout);
+      if (Status st = print_view(*s, *report::whatif_text(scales)); !st.ok()) return fail(st.error());
       return kExitOk;
     };
   });

@@ -101,6 +101,7 @@ class EmulatedGpu {
 
 // "emulated:h100" style device for microbenchmarks (calibration), in virtual time.
 Result<std::unique_ptr<device::Device>> open_emulated_device(const std::string& profile_name, uint64_t seed = 1);
+std::unique_ptr<device::Device> open_emulated_device(device::DeviceProfile profile, uint64_t seed);
 
 // The energy log as CSV: "t_ns,energy_mj" rows after a "# emo-energy-log/1 ..." comment line.
 std::string energy_log_csv(const RankRun& run, const std::string& device);

@@ -124,5 +124,7 @@ struct PolicyFile {
 };
 Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,
                                const device::DeviceProfile& profile);
+// The policy of a solution as a runtime applies it — what read_policy gives for policy_json's file.
+Result<PolicyFile> applied_policy(const Problem& problem, const Solution& s, double max_slowdown);
 
 }  // namespace emo::optimize

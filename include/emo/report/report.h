@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analysis.h"
-#include "emo/backends/backends.h"
 #include "emo/base/result.h"
 #include "emo/optimize/optimize.h"
 #include "emo/pack/pack.h"
+#include "emo/session/session.h"
 #include "emo/synth/synth.h"
 
 namespace emo::report {
@@ -35,40 +35,33 @@ struct RunOptions {
   std::string profiled_dir;         // recorded profiling runs (docs/profiling.md); empty = profile on the emulated GPU
   int eval_steps = 12;              // steps per plan on the emulated GPU (the first is a warm-up)
   bool check = true;                // run the policy on the profiling GPU before handing it out
-                                    // (backends::optimize_checked); not with profiled_dir
+                                    // (optimize::optimize_checked); not with profiled_dir
   synth::Options example = example_options();
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
-};
-
-// One row of results.csv: a plan as predicted by the models and as measured on the emulated GPU.
-struct PlanRow {
-  std::string name;  // default, policy, static_clock, slack_only, per_phase
-  double predicted_time_us = 0, predicted_energy_j = 0;
-  double true_time_us = 0, true_energy_j = 0;
-  double saving_pct = 0, slowdown_pct = 0;  // true, against the default clock's run
 };
 
 struct RunResult {
   std::string out_dir;
   std::vector<std::string> files;  // names inside out_dir
-  std::vector<PlanRow> plans;
+  std::vector<session::EvaluatedPlan> plans;  // default, policy, baselines: predicted and measured
   nlohmann::json summary;          // {"summary": {...}} as written to summary.json
 };
 
+// The session of a run's options (traces as given; the caller synthesizes the example).
+session::Options session_options(const RunOptions& options);
 Result<RunResult> run(const RunOptions& options);
 
-// ---- the views (used by run; public for tests and other front ends) ----
+// ---- what report.html and the overlays draw (built by the views from a session) ----
 struct ReportData {
   const analysis::Workload* workload = nullptr;
   const analysis::Analysis* analysis = nullptr;
   const pack::Packing* packing = nullptr;
   std::vector<int> pack_clock_mhz;  // the policy's clock per pack
   int default_clock_mhz = 0;
-  std::vector<PlanRow> plans;
+  std::vector<session::EvaluatedPlan> plans;
   nlohmann::json summary;           // the inner object of summary.json
 };
 
-std::string results_csv(const std::vector<PlanRow>& plans);
 // One HTML file with five inline SVG charts and the run's tables.
 std::string render_html(const ReportData& d);
 // `original` is rank `gpu`'s trace text as read; returns it with the packs (async "b"/"e" events, clock

@@ -1,0 +1,35 @@
+// Profiling runs: the packing's plan run on the emulated GPU, or recorded on hardware and read from disk.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emo/analysis/analysis.h"
+#include "emo/backends/target.h"
+#include "emo/base/result.h"
+#include "emo/pack/fit.h"
+#include "emo/pack/pack.h"
+
+namespace emo::backends {
+
+// Runs the packing's profiling plan on `on`: the step at each plan clock, `plan_steps` times, one traced
+// step and the energy log per rank. Emulated devices only; on hardware record the traces at the plan's
+// clocks (see docs/profiling.md) — any other device gives an Error saying so.
+Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
+                                                    const pack::Packing& packing);
+
+// ---- profiling runs on disk (docs/profiling.md) ----
+// A folder of profiling runs, one subfolder per locked clock, named "<MHz>mhz", each holding for every
+// rank R of the step "rank<R>.json" (or .json.gz; a Kineto trace with at least one complete step) and
+// "rank<R>.energy.csv" (the GPU's cumulative energy counter during the run at that clock: an optional
+// "# ..." comment line, the header "t_ns,energy_mj", rows of absolute trace-clock ns and counter mJ).
+// Hardware captures write this layout; `emo profile` writes it from the emulated GPU.
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w);
+// Runs the profiling plan on an emulated device and writes the folder (built aside, renamed when complete).
+Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
+                          const std::string& dir);
+// The energy log format above, parsed; errors name the file and line.
+Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text, const std::string& name);
+
+}  // namespace emo::backends

@@ -1,0 +1,76 @@
+// Views over a session's results (llvm-mca's views, over the pipeline object): each renders, in one
+// format, what the session computed — running the stages it needs first, each once. The text, JSON and
+// CSV outputs of every subcommand, the report folder's files, report.html and the Perfetto overlays
+// are views; each JSON document is built in one place, by the *_document functions below, so that
+// `emo optimize --json` and summary.json cannot drift apart. Units convert here: the session keeps ns,
+// the documents say µs or ms in their keys.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analysis.h"
+#include "emo/base/result.h"
+#include "emo/session/session.h"
+
+namespace emo::report {
+
+class View {
+ public:
+  virtual ~View() = default;
+  // What it is: the file name it has in a report folder ("summary.json", "packs.csv", ...) or its kind.
+  virtual std::string name() const = 0;
+  virtual Result<std::string> render(session::Session& s) const = 0;
+};
+
+// ---- the JSON documents ----
+// `emo analyze --json` (DESIGN.md §6): events, nodes, edges, ranks, the replay check, the critical path,
+// slack, GPUs, import_stats; `per_kernel` adds every GPU op.
+Result<nlohmann::json> analyze_document(session::Session& s, bool per_kernel);
+// `emo whatif --json`: baseline_span_us, predicted_span_us, change_pct, matched_nodes.
+Result<nlohmann::json> whatif_document(session::Session& s, const std::vector<analysis::Scale>& scales);
+// `emo pack --json`: packs (the first 1000 unless `all`), signatures, the profiling plan; with
+// fidelity_mhz > 0, also "fidelity": the models against the emulated GPU at that clock.
+Result<nlohmann::json> pack_document(session::Session& s, bool all, int fidelity_mhz);
+// `emo optimize --json`: the default, policy and baseline plans as predicted, the check, warnings.
+Result<nlohmann::json> optimize_document(session::Session& s);
+// `emo evaluate --json`: each plan of the evaluation as measured.
+Result<nlohmann::json> evaluate_document(session::Session& s);
+// summary.json's inner object for `emo run` (docs/run.md). `inputs`: the traces as named in the
+// report folder; `extra_stage_ms`: stages the run timed itself (synth, views, total).
+struct RunInfo {
+  std::vector<std::string> inputs;
+  std::map<std::string, double> extra_stage_ms;
+};
+Result<nlohmann::json> summary_document(session::Session& s, const RunInfo& run);
+// The doubt a run leaves: the check's warnings and the evaluation's predicted-vs-measured energy gap.
+Result<std::vector<std::string>> run_warnings(session::Session& s);
+
+// ---- views ----
+std::unique_ptr<View> analyze_json(bool per_kernel);
+std::unique_ptr<View> analyze_text();
+std::unique_ptr<View> kernels_csv();        // one row per GPU op with its slack
+std::unique_ptr<View> critical_path_csv();  // the critical path piece by piece
+std::unique_ptr<View> whatif_json(std::vector<analysis::Scale> scales);
+std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales);
+std::unique_ptr<View> pack_json(bool all, int fidelity_mhz);
+std::unique_ptr<View> pack_text(int fidelity_mhz);
+std::unique_ptr<View> packs_csv();                    // packs.csv: one row per pack
+std::unique_ptr<View> fidelity_csv(int fidelity_mhz);  // one row per pack: predicted vs true at the clock
+std::unique_ptr<View> optimize_json();
+std::unique_ptr<View> optimize_text();
+std::unique_ptr<View> policy_file();  // policy.json (schema emo-policy/1)
+std::unique_ptr<View> evaluate_json();
+std::unique_ptr<View> evaluate_text();
+std::unique_ptr<View> results_csv();  // results.csv: each plan, predicted and true
+std::unique_ptr<View> summary_json(RunInfo run);  // summary.json: {"summary": summary_document}
+std::unique_ptr<View> run_text();     // `emo run`'s table
+std::unique_ptr<View> report_html(RunInfo run);
+// Rank `rank` (graph rank index)'s trace with the packs and the SM clock as extra tracks, for Perfetto.
+std::unique_ptr<View> overlay(uint32_t rank);
+
+}  // namespace emo::report

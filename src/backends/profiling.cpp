@@ -1,0 +1,194 @@
+// Profiling runs: the plan run on the emulated GPU (parsed in memory, or written as a hardware capture
+// would be) and recorded runs read from disk. See emo/backends/profiling.h.
+#include "emo/backends/profiling.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "emo/base/file_util.h"
+#include "emo/base/parallel.h"
+#include "emo/emulator/emulator.h"
+
+namespace emo::backends {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The plan's runs on the emulated GPU, one per plan clock.
+Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(const Target& on,
+                                                                            const analysis::Workload& w,
+                                                                            const pack::Packing& packing) {
+  auto gpu_or = on.emulated_gpu("profiling runs need a device that can run the workload",
+                                "use emulated:NAME here; on hardware, record the step at each plan clock "
+                                "(docs/profiling.md) and pass the folder with --profiled");
+  if (!gpu_or) return gpu_or.error();
+  const emulator::EmulatedGpu& gpu = **gpu_or;
+  // The runs are independent (each has its own seed): one per thread.
+  const std::vector<int>& clocks = packing.plan_clocks_mhz;
+  std::vector<std::optional<Result<emulator::RunResult>>> runs(clocks.size());
+  parallel_for(clocks.size(), [&](size_t i) {
+    emulator::RunOptions o;
+    o.steps = packing.plan_steps;
+    o.trace_steps = 1;
+    o.seed = uint64_t(clocks[i]) * 7919u + 1;
+    runs[i] = gpu.run(w, emulator::ClockSchedule::locked(clocks[i]), o);
+  });
+  std::vector<std::pair<int, emulator::RunResult>> out;
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (!*runs[i]) return runs[i]->error();
+    out.emplace_back(clocks[i], std::move(**runs[i]));
+  }
+  return out;
+}
+
+int rank_id(const analysis::Workload& w, size_t r) {
+  return w.graph.rank_ids.empty() ? int(r) : w.graph.rank_ids[r];
+}
+
+// "1980mhz" -> 1980; anything else -> 0.
+int clock_of_dir_name(const std::string& name) {
+  if (name.size() < 4 || name.substr(name.size() - 3) != "mhz") return 0;
+  int v = 0;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + name.size() - 3, v);
+  if (ec != std::errc() || p != name.data() + name.size() - 3 || v <= 0) return 0;
+  return v;
+}
+
+}  // namespace
+
+Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
+                                                    const pack::Packing& packing) {
+  auto runs = emulated_plan_runs(on, w, packing);
+  if (!runs) return runs.error();
+  // Parse every (clock, rank) trace, in parallel; each text is freed once parsed.
+  std::vector<std::pair<size_t, size_t>> items;
+  for (size_t c = 0; c < runs->size(); ++c) {
+    for (size_t r = 0; r < (*runs)[c].second.ranks.size(); ++r) items.emplace_back(c, r);
+  }
+  std::vector<std::optional<Result<trace::RankTrace>>> parsed(items.size());
+  parallel_for(items.size(), [&](size_t i) {
+    auto& [clock, run] = (*runs)[items[i].first];
+    auto& rr = run.ranks[items[i].second];
+    parsed[i] = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
+    std::string().swap(rr.trace_json);
+  });
+  std::vector<pack::ProfiledRun> out;
+  size_t i = 0;
+  for (auto& [clock, run] : *runs) {
+    pack::ProfiledRun pr;
+    pr.clock_mhz = clock;
+    for (auto& rr : run.ranks) {
+      auto& t = *parsed[i++];
+      if (!t) return t.error();
+      pr.traces.push_back(std::move(*t));
+      pr.energy.push_back(std::move(rr.energy));
+    }
+    out.push_back(std::move(pr));
+  }
+  return out;
+}
+
+Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text, const std::string& name) {
+  std::vector<device::EnergySample> out;
+  size_t pos = 0;
+  int line_no = 0;
+  bool header = false;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string where = fmt::format("{}:{}", name, line_no);
+    if (!header) {
+      if (line != "t_ns,energy_mj")
+        return make_error(where, "expected the header 't_ns,energy_mj'", "see docs/profiling.md for the energy log format");
+      header = true;
+      continue;
+    }
+    const size_t comma = line.find(',');
+    if (comma == std::string_view::npos) return make_error(where, "expected two columns: t_ns,energy_mj");
+    device::EnergySample s;
+    auto field = [&](std::string_view f, int64_t& v, const char* col) -> Status {
+      auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+      if (ec != std::errc() || p != f.data() + f.size())
+        return make_error(where, fmt::format("{} '{}' is not an integer", col, f));
+      return {};
+    };
+    EMO_RETURN_IF_ERROR(field(line.substr(0, comma), s.t_ns, "t_ns"));
+    EMO_RETURN_IF_ERROR(field(line.substr(comma + 1), s.energy_mj, "energy_mj"));
+    if (!out.empty() && s.t_ns <= out.back().t_ns) return make_error(where, "t_ns must increase from row to row");
+    if (!out.empty() && s.energy_mj < out.back().energy_mj)
+      return make_error(where, "the energy counter went down (it is cumulative)");
+    out.push_back(s);
+  }
+  if (!header) return make_error(name, "empty energy log (no 't_ns,energy_mj' header)");
+  if (out.size() < 2) return make_error(name, "the energy log has fewer than 2 readings", "record for long enough (seconds)");
+  return out;
+}
+
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return make_error(dir, "no such folder of profiling runs");
+  std::vector<std::pair<int, fs::path>> clock_dirs;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_directory()) continue;
+    const int c = clock_of_dir_name(e.path().filename().string());
+    if (c > 0) clock_dirs.emplace_back(c, e.path());
+  }
+  if (ec) return make_error(dir, "cannot list the folder: " + ec.message());
+  std::sort(clock_dirs.begin(), clock_dirs.end());
+  if (clock_dirs.size() < 2) {
+    return make_error(dir, fmt::format("has {} clock folder(s) named <MHz>mhz; at least 2 are needed", clock_dirs.size()),
+                      "record the step at each clock of the profiling plan (emo pack lists it)");
+  }
+  std::vector<pack::ProfiledRun> out;
+  const size_t n_ranks = w.graph.rank_paths.size();
+  for (const auto& [clock, path] : clock_dirs) {
+    pack::ProfiledRun run;
+    run.clock_mhz = clock;
+    for (size_t r = 0; r < n_ranks; ++r) {
+      const std::string stem = (path / fmt::format("rank{}", rank_id(w, r))).string();
+      std::string trace_path = stem + ".json";
+      if (!fs::exists(trace_path, ec) && fs::exists(stem + ".json.gz", ec)) trace_path = stem + ".json.gz";
+      if (!fs::exists(trace_path, ec))
+        return make_error(trace_path, "missing: every clock folder needs a trace per rank of the step");
+      auto t = trace::read_trace(trace_path);
+      if (!t) return t.error();
+      auto text = read_file(stem + ".energy.csv");
+      if (!text) return text.error();
+      auto log = parse_energy_log(*text, stem + ".energy.csv");
+      if (!log) return log.error();
+      run.traces.push_back(std::move(*t));
+      run.energy.push_back(std::move(*log));
+    }
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
+                          const std::string& dir) {
+  auto runs = emulated_plan_runs(on, w, packing);
+  if (!runs) return runs.error();
+  AtomicDir out;
+  EMO_RETURN_IF_ERROR(out.open(dir, "profiling folder"));
+  for (const auto& [clock, run] : *runs) {
+    for (size_t r = 0; r < run.ranks.size(); ++r) {
+      const std::string stem = fmt::format("{}mhz/rank{}", clock, rank_id(w, r));
+      EMO_RETURN_IF_ERROR(out.write(stem + ".json", run.ranks[r].trace_json));
+      EMO_RETURN_IF_ERROR(out.write(stem + ".energy.csv", emulator::energy_log_csv(run.ranks[r], on.spec_text())));
+    }
+  }
+  return out.commit();
+}
+
+}  // namespace emo::backends

@@ -1,0 +1,310 @@
+// Pricing a plan: the per-op tables of prepare(), a pack's cost at a clock, the clock-switch energy and
+// the full replay of a plan (predict_prepared, and the public predict). Shared by the optimizer, the
+// MILP oracle and the policy file (internal.h).
+#include <algorithm>
+#include <cmath>
+
+#include "emo/optimize/optimize.h"
+#include "internal.h"
+
+namespace emo::optimize {
+
+using graph::NodeId;
+
+namespace detail {
+
+namespace {
+
+std::pair<double, double> pack_cost_uncached(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
+  const double gap_s = k < x.gap_after_ns.size() ? double(x.gap_after_ns[k]) * 1e-9 : 0.0;
+  return {c.busy_s, c.energy_j + gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f)};
+}
+
+// Per GPU op: its pack, its atom's signature and its position in the atom; per pack: its non-idle atoms
+// and the idle inside it at the reference clock.
+void map_ops(const pack::Packing& p, Prepared& x) {
+  x.op_pack.resize(p.gpus.size());
+  x.op_sig.resize(p.gpus.size());
+  x.op_pos.resize(p.gpus.size());
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    x.op_pack[gi].assign(p.gpus[gi].ops.size(), 0);
+    x.op_sig[gi].assign(p.gpus[gi].ops.size(), 0);
+    x.op_pos[gi].assign(p.gpus[gi].ops.size(), 0);
+  }
+  x.pack_atoms.resize(p.packs.size());
+  x.pack_idle_ns.resize(p.packs.size());
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const pack::Pack& pk = p.packs[k];
+    for (uint32_t a = pk.first_atom; a <= pk.last_atom; ++a) {
+      const pack::Atom& at = p.atoms[a];
+      if (at.first > at.last) continue;
+      x.pack_atoms[k].push_back(a);
+      for (uint32_t i = at.first; i <= at.last; ++i) {
+        x.op_pack[at.gpu][i] = k;
+        x.op_sig[at.gpu][i] = at.signature;
+        x.op_pos[at.gpu][i] = i - at.first;
+      }
+    }
+    x.pack_idle_ns[k] = (pk.end_ns - pk.begin_ns) - pk.busy_ns;  // negative where its atoms overlap
+  }
+}
+
+// The problem's clocks, or every supported clock from 0.45·f_max up to the default; ascending.
+std::vector<int> candidate_clocks(const Problem& pr) {
+  std::vector<int> clocks;
+  const auto& prof = pr.models->profile;
+  if (!pr.clocks_mhz.empty()) {
+    clocks = pr.clocks_mhz;
+  } else {
+    for (int c : prof.sm_clocks.mhz) {
+      if (c >= 0.45 * prof.max_clock_mhz() && c <= pr.default_clock_mhz) clocks.push_back(c);
+    }
+  }
+  std::sort(clocks.begin(), clocks.end());
+  return clocks;
+}
+
+// From the default clocks' replay: where each pack's first op starts, and the time each pack owns after
+// its span. Each pack owns the GPU's time from its start to the next pack's start (the last one: on to
+// the step's end and from the next step's start to the first pack): its span and the gap after it, which
+// runs at the pack's clock. Where a pack's last op overlaps the next pack (another stream), the gap is
+// negative: the overlap is busy in both packs, and the owned times still add up to the step.
+void owned_gaps(const Problem& pr, Prepared& x) {
+  const pack::Packing& p = *pr.packing;
+  replay::Timeline tl0;
+  replay::Replayer(pr.workload->graph).run(tl0);
+  x.begin0 = tl0.begin_ns;
+  x.first_start0.assign(p.packs.size(), 0);
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const pack::Pack& pk = p.packs[k];
+    if (pk.first_op > pk.last_op) continue;
+    x.first_start0[k] = tl0.start(p.gpus[pk.gpu].ops[pk.first_op]);
+  }
+  x.gap_after_ns.assign(p.packs.size(), 0);
+  x.next_pack.assign(p.packs.size(), graph::kNoId);
+  std::vector<uint32_t> first(p.gpus.size(), graph::kNoId), last(p.gpus.size(), graph::kNoId);
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const uint32_t gi = p.packs[k].gpu;
+    if (first[gi] == graph::kNoId) first[gi] = k;
+    if (last[gi] != graph::kNoId) {
+      x.next_pack[last[gi]] = k;
+      x.gap_after_ns[last[gi]] = p.packs[k].begin_ns - p.packs[last[gi]].end_ns;
+    }
+    last[gi] = k;
+  }
+  const int64_t span0 = tl0.makespan_ns();
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    if (last[gi] == graph::kNoId) continue;
+    x.next_pack[last[gi]] = first[gi];
+    x.gap_after_ns[last[gi]] = (span0 - p.packs[last[gi]].end_ns) + p.packs[first[gi]].begin_ns;
+  }
+}
+
+// The tables at the candidate clocks: clock index by MHz, op time ratios, pack costs.
+void fill_tables(const Problem& pr, Prepared& x) {
+  const pack::Packing& p = *pr.packing;
+  const size_t C = x.clocks.size();
+  x.clock_index.assign(size_t(x.clocks.back()) + 1, -1);
+  for (size_t c = 0; c < C; ++c) x.clock_index[size_t(x.clocks[c])] = int(c);
+  std::vector<uint32_t> positions(pr.models->signatures.size(), 0);
+  for (size_t gi = 0; gi < x.op_sig.size(); ++gi) {
+    for (size_t i = 0; i < x.op_sig[gi].size(); ++i) {
+      uint32_t& n = positions[x.op_sig[gi][i]];
+      n = std::max(n, x.op_pos[gi][i] + 1);
+    }
+  }
+  x.sig_row.assign(positions.size(), 0);
+  size_t rows = 0;
+  for (size_t sg = 0; sg < positions.size(); ++sg) x.sig_row[sg] = rows, rows += positions[sg];
+  x.op_ratio.assign(rows * C, 1.0);
+  for (size_t sg = 0; sg < positions.size(); ++sg) {
+    for (uint32_t pos = 0; pos < positions[sg]; ++pos) {
+      for (size_t c = 0; c < C; ++c)
+        x.op_ratio[(x.sig_row[sg] + pos) * C + c] = pr.models->op_time_ratio(uint32_t(sg), pos, x.clocks[c]);
+    }
+  }
+  x.cost.resize(p.packs.size() * C);
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    for (size_t c = 0; c < C; ++c) {
+      x.cost[k * C + c] = pack_cost_uncached(pr, x, k, x.clocks[c]);
+    }
+  }
+}
+
+// Each GPU op's duration in `clocks`' plan: its default duration times its ratio at its pack's clock.
+void scale_durations(const Problem& pr, const Prepared& x, const std::vector<int>& clocks,
+                     std::vector<int64_t>& dur) {
+  const pack::Packing& p = *pr.packing;
+  const size_t C = x.clocks.size();
+  std::vector<int> pack_ci;  // clock index of each pack in the tables, −1 where it has none
+  if (!x.op_ratio.empty()) {
+    pack_ci.resize(clocks.size());
+    for (size_t k = 0; k < clocks.size(); ++k) pack_ci[k] = x.index_of(clocks[k]);
+  }
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    const auto& ops = p.gpus[gi].ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const NodeId n = ops[i];
+      if (dur[n] <= 0) continue;
+      const uint32_t k = x.op_pack[gi][i];
+      const int ci = pack_ci.empty() ? -1 : pack_ci[k];
+      const double r = ci >= 0 ? x.op_ratio[(x.sig_row[x.op_sig[gi][i]] + x.op_pos[gi][i]) * C + size_t(ci)]
+                               : pr.models->op_time_ratio(x.op_sig[gi][i], x.op_pos[gi][i], clocks[k]);
+      dur[n] = std::llround(double(dur[n]) * r);
+    }
+  }
+}
+
+// Where pack k starts in a replay: it moves with its first op.
+int64_t begin_in(const pack::Packing& p, const Prepared& x, const replay::Timeline& tl, uint32_t k) {
+  const pack::Pack& pk = p.packs[k];
+  if (pk.first_op > pk.last_op) return pk.begin_ns;
+  return pk.begin_ns + (tl.start(p.gpus[pk.gpu].ops[pk.first_op]) - x.first_start0[k]);
+}
+
+// Adds to `e` each pack's energy at its clock, with the idle after it until the next pack (the clock
+// stays set); `covered_s` gets the time each GPU's packs own.
+void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks,
+                     const replay::Timeline& tl, int64_t time_ns, double& e, std::vector<double>& covered_s) {
+  const pack::Packing& p = *pr.packing;
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    auto [busy_s, ek] = pack_cost(pr, x, k, clocks[k]);
+    double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
+    double gap_s = double(x.gap_after_ns[k]) * 1e-9;
+    const pack::Pack& pk = p.packs[k];
+    if (pr.idle_from_replay && pk.first_op <= pk.last_op) {
+      // What the pack's busy time does not fill of the time it owns (to the next pack's start) is idle.
+      const int64_t b = begin_in(p, x, tl, k);
+      const uint32_t nx = x.next_pack[k];
+      const int64_t nb = begin_in(p, x, tl, nx);
+      const int64_t owned_ns = nx > k ? nb - b : (time_ns - b) + nb;  // the last pack: into the next step
+      const double idle_now = double(owned_ns) * 1e-9 - busy_s;
+      ek += (idle_now - idle_s - gap_s) * pr.models->idle_power_w(pk.gpu, clocks[k]);
+      idle_s = idle_now;
+      gap_s = 0;
+    }
+    e += ek;
+    covered_s[pk.gpu] += busy_s + idle_s + gap_s;
+  }
+}
+
+// Step energy of a plan replayed to `tl`: the packs, what is left of the step (a GPU without packs)
+// idling at the default clock, and the clock changes.
+double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks, const replay::Timeline& tl,
+                   int64_t time_ns) {
+  const pack::Packing& p = *pr.packing;
+  std::vector<double> covered_s(p.gpus.size(), 0);
+  double e = 0;
+  add_pack_energy(pr, x, clocks, tl, time_ns, e, covered_s);
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    const double rest = std::max(0.0, double(time_ns) * 1e-9 - covered_s[gi]);
+    e += rest * pr.models->idle_power_w(uint32_t(gi), pr.default_clock_mhz);
+  }
+  // Clock changes are issued so that the higher of the two clocks covers the latency's spread
+  // (p99 − median; see switch_energy_j), from each GPU's pack to the next and from its last to its first.
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const uint32_t nx = x.next_pack[k];
+    if (nx != graph::kNoId && clocks[nx] != clocks[k]) e += switch_energy_j(pr, x, k, nx, clocks[k], clocks[nx]);
+  }
+  return e;
+}
+
+}  // namespace
+
+Prepared prepare(const Problem& pr, bool tables) {
+  Prepared x;
+  map_ops(*pr.packing, x);
+  x.clocks = candidate_clocks(pr);
+  owned_gaps(pr, x);
+  if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
+  fill_tables(pr, x);
+  return x;
+}
+
+// Busy time and energy of one pack at clock f (its idle inside included, at f).
+std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const int mhz = int(f);
+  if (double(mhz) == f && !x.cost.empty()) {
+    if (const int c = x.index_of(mhz); c >= 0) return x.cost[k * x.clocks.size() + size_t(c)];
+  }
+  return pack_cost_uncached(pr, x, k, f);
+}
+
+double switch_spread_s(const Problem& pr) {
+  const auto& prof = pr.models->profile;
+  return std::max(0.0, prof.switch_latency_p99_ms.value - prof.switch_latency_median_ms.value) * 1e-3;
+}
+
+double span_power_w(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+  const auto [busy_s, e] = pack_cost(pr, x, k, f);
+  const double gap_s = double(x.gap_after_ns[k]) * 1e-9;
+  const double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
+  const double e_span = e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
+  return busy_s + idle_s > 0 ? e_span / (busy_s + idle_s) : pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
+}
+
+double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_t k, int from, int to) {
+  if (from == to) return 0;
+  const double w = switch_spread_s(pr);
+  if (w <= 0) return 0;
+  const pack::Packing& p = *pr.packing;
+  const uint32_t gpu = p.packs[k].gpu;
+  auto span_s = [&](uint32_t q) { return double(std::max<int64_t>(0, p.packs[q].end_ns - p.packs[q].begin_ns)) * 1e-9; };
+  auto gap_s = [&](uint32_t q) { return double(std::max<int64_t>(0, x.gap_after_ns[q])) * 1e-9; };
+  // At most half of what a pack owns is exposed at each end, so that a short pack between two higher
+  // neighbours pays for its owned time once (packs of the default length, a switching latency, own more
+  // than twice the spread: there the cap never binds).
+  auto exposed_s = [&](uint32_t q) {
+    return std::min(w, 0.5 * double(std::max<int64_t>(0, (p.packs[q].end_ns - p.packs[q].begin_ns) + x.gap_after_ns[q])) * 1e-9);
+  };
+  const double idle_diff = std::abs(pr.models->idle_power_w(gpu, from) - pr.models->idle_power_w(gpu, to));
+  if (to > from) {
+    // Raised early: the end of what pack j owns, its gap and then its span, runs at k's higher clock.
+    const double len = exposed_s(j);
+    const double in_gap = std::min(len, gap_s(j));
+    const double in_span = std::min(len - in_gap, span_s(j));
+    const double d = span_power_w(pr, x, j, to) - span_power_w(pr, x, j, from);
+    return in_gap * idle_diff + in_span * std::max(0.0, d);
+  }
+  // Lowered late: the start of pack k, its span and then its gap, keeps j's higher clock.
+  const double len = exposed_s(k);
+  const double in_span = std::min(len, span_s(k));
+  const double in_gap = std::min(len - in_span, gap_s(k));
+  const double d = span_power_w(pr, x, k, from) - span_power_w(pr, x, k, to);
+  return in_span * std::max(0.0, d) + in_gap * idle_diff;
+}
+
+Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
+                      replay::Timeline* tl_out, std::vector<int64_t>* dur_out) {
+  const graph::Graph& g = pr.workload->graph;
+  // Buffers reused by the replays of one thread (a replay of a big step would otherwise map and fault in
+  // megabytes each time).
+  thread_local std::vector<int64_t> dur_buf;
+  thread_local replay::Timeline tl_buf;
+  std::vector<int64_t> dur_own;
+  std::vector<int64_t>& dur = dur_out ? dur_own : dur_buf;
+  dur.assign(g.dur_ns.begin(), g.dur_ns.end());
+  scale_durations(pr, x, clocks, dur);
+  replay::Replayer rp(g);
+  replay::Timeline tl_own;
+  replay::Timeline& tl = tl_out ? tl_own : tl_buf;
+  rp.run(dur, tl);
+  Plan plan;
+  plan.name = std::move(name);
+  plan.time_ns = tl.makespan_ns();
+  plan.energy_j = plan_energy(pr, x, clocks, tl, plan.time_ns);
+  plan.pack_clock_mhz = std::move(clocks);
+  if (tl_out) *tl_out = std::move(tl_own);
+  if (dur_out) *dur_out = std::move(dur_own);
+  return plan;
+}
+
+}  // namespace detail
+
+Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name) {
+  detail::Prepared x = detail::prepare(problem);
+  return detail::predict_prepared(problem, x, std::move(pack_clock_mhz), std::move(name));
+}
+
+}  // namespace emo::optimize

@@ -1,0 +1,477 @@
+// Views over a session: each subcommand's JSON document built in one place, and the text, CSV, HTML
+// and overlay renderings. See emo/report/views.h.
+#include "emo/report/views.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "emo/report/report.h"
+
+namespace emo::report {
+
+using nlohmann::json;
+using session::EvaluatedPlan;
+using session::Session;
+
+namespace {
+
+// A view from a name and a function: the views below differ only in what they render.
+class FnView final : public View {
+ public:
+  using Fn = std::function<Result<std::string>(Session&)>;
+  FnView(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  Result<std::string> render(Session& s) const override { return fn_(s); }
+
+ private:
+  std::string name_;
+  Fn fn_;
+};
+
+std::unique_ptr<View> make_view(std::string name, FnView::Fn fn) {
+  return std::make_unique<FnView>(std::move(name), std::move(fn));
+}
+
+// A JSON document as the files hold it: indented by one, a newline at the end.
+std::unique_ptr<View> json_view(std::string name, std::function<Result<json>(Session&)> doc) {
+  return make_view(std::move(name), [doc = std::move(doc)](Session& s) -> Result<std::string> {
+    auto j = doc(s);
+    if (!j) return j.error();
+    return j->dump(1) + "\n";
+  });
+}
+
+double pct_change(double x, double base) { return 100.0 * (x / base - 1); }
+double pct_saved(double x, double base) { return 100.0 * (1 - x / base); }
+
+// Median, 90th percentile and largest of |x| (x in %).
+struct Spread {
+  double median = 0, p90 = 0, max = 0;
+};
+Spread spread_of(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  for (double& x : v) x = std::abs(x);
+  std::sort(v.begin(), v.end());
+  s.median = v[v.size() / 2];
+  s.p90 = v[std::min(v.size() - 1, size_t(std::ceil(0.9 * double(v.size()))) - 1)];
+  s.max = v.back();
+  return s;
+}
+
+json fidelity_document(const backends::PackFidelity& f) {
+  std::vector<double> te, ee;
+  double weight = 0, wt = 0, we = 0;  // busy-time weighted mean |error|
+  for (const auto& r : f.packs) {
+    if (r.true_busy_ns <= 0 || r.true_energy_j <= 0) continue;
+    const double true_busy_s = double(r.true_busy_ns) * 1e-9, predicted_busy_s = r.predicted_busy_ns * 1e-9;
+    te.push_back(100 * (predicted_busy_s / true_busy_s - 1));
+    ee.push_back(100 * (r.predicted_energy_j / r.true_energy_j - 1));
+    weight += true_busy_s;
+    wt += true_busy_s * std::abs(te.back());
+    we += true_busy_s * std::abs(ee.back());
+  }
+  const Spread st = spread_of(te), se = spread_of(ee);
+  auto spread_json = [&](const Spread& sp, double sum) {
+    return json{{"median", sp.median}, {"p90", sp.p90}, {"max", sp.max}, {"weighted_mean", weight > 0 ? sum / weight : 0}};
+  };
+  return {{"clock_mhz", f.clock_mhz},
+          {"packs", te.size()},
+          {"step_time_error_pct", 100 * (double(f.predicted_step_ns) / f.true_step_ns - 1)},
+          {"step_energy_error_pct", 100 * (f.predicted_step_j / f.true_step_j - 1)},
+          {"pack_time_abs_error_pct", spread_json(st, wt)},
+          {"pack_energy_abs_error_pct", spread_json(se, we)}};
+}
+
+// A predicted plan against the default clocks' plan.
+json plan_document(const optimize::Plan& p, const optimize::Plan& base) {
+  return {{"time_us", double(p.time_ns) / 1e3},
+          {"energy_j", p.energy_j},
+          {"slowdown_pct", pct_change(double(p.time_ns), double(base.time_ns))},
+          {"saving_pct", pct_saved(p.energy_j, base.energy_j)}};
+}
+
+std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& c) {
+  return s.checks() ? optimize::check_warnings(c) : std::vector<std::string>{};
+}
+
+// What report.html (with_summary) and the overlays draw.
+Result<ReportData> report_data(Session& s, const RunInfo& run, bool with_summary) {
+  auto ev = s.evaluation();
+  if (!ev) return ev.error();
+  ReportData d;
+  d.workload = *s.workload();
+  d.analysis = *s.analysis();
+  d.packing = *s.packing();
+  d.pack_clock_mhz = (*s.solution())->solution.policy.pack_clock_mhz;
+  d.default_clock_mhz = s.default_clock_mhz();
+  d.plans = **ev;
+  if (with_summary) {
+    auto sm = summary_document(s, run);
+    if (!sm) return sm.error();
+    d.summary = std::move(*sm);
+  }
+  return d;
+}
+
+}  // namespace
+
+// ---- documents ----
+
+Result<json> analyze_document(Session& s, bool per_kernel) {
+  auto an = s.analysis();
+  if (!an) return an.error();
+  return analysis::to_json(**s.workload(), **an, per_kernel);
+}
+
+Result<json> whatif_document(Session& s, const std::vector<analysis::Scale>& scales) {
+  auto r = s.what_if(scales);
+  if (!r) return r.error();
+  const double base = double((*r)->baseline_span_ns) / 1000.0, pred = double((*r)->predicted_span_ns) / 1000.0;
+  return json{{"baseline_span_us", base}, {"predicted_span_us", pred},
+              {"change_pct", base > 0 ? 100.0 * (pred - base) / base : 0.0}, {"matched_nodes", (*r)->matched}};
+}
+
+Result<json> pack_document(Session& s, bool all, int fidelity_mhz) {
+  auto p = s.packing();
+  if (!p) return p.error();
+  json j = pack::to_json(**s.workload(), **p, all);
+  if (fidelity_mhz != 0) {
+    auto f = s.pack_fidelity(fidelity_mhz);
+    if (!f) return f.error();
+    j["fidelity"] = fidelity_document(**f);
+  }
+  return j;
+}
+
+Result<json> optimize_document(Session& s) {
+  auto c = s.solution();
+  if (!c) return c.error();
+  const optimize::Solution& sol = (*c)->solution;
+  const pack::Packing& p = **s.packing();
+  const auto& o = s.options().optimize;
+  json j;
+  j["device"] = s.profile().name;
+  j["max_slowdown"] = o.max_slowdown;
+  j["reserve"] = o.reserve;
+  j["baseline"] = plan_document(sol.default_plan, sol.default_plan);
+  j["policy"] = plan_document(sol.policy, sol.default_plan);
+  for (const auto& b : sol.baselines) j["baselines"][b.name] = plan_document(b, sol.default_plan);
+  j["packs"] = p.packs.size();
+  j["signatures"] = p.signatures.size();
+  j["profiled_clocks_mhz"] = p.plan_clocks_mhz;
+  j["policy_from"] = sol.policy_from;
+  j["solve_ms"] = sol.solve_ms;
+  j["replays"] = sol.replays;
+  if (s.checks()) j["check"] = optimize::check_json(**c);
+  j["warnings"] = check_warnings_of(s, **c);
+  return j;
+}
+
+Result<json> evaluate_document(Session& s) {
+  auto ev = s.evaluation();
+  if (!ev) return ev.error();
+  const EvaluatedPlan& def = (*ev)->front();
+  json j;
+  j["device"] = s.options().device;
+  for (const EvaluatedPlan& r : **ev) {
+    const double t_us = r.measured.mean_step_ns() / 1e3;
+    json e{{"time_us", t_us}, {"energy_j", r.measured.energy_j},
+           {"slowdown_pct", pct_change(t_us, def.measured.mean_step_ns() / 1e3)},
+           {"saving_pct", pct_saved(r.measured.energy_j, def.measured.energy_j)}};
+    if (r.name == "default" || r.name == "policy") j[r.name] = e;
+    else j["baselines"][r.name] = e;
+  }
+  j["max_slowdown"] = (*s.policy())->max_slowdown;
+  return j;
+}
+
+Result<std::vector<std::string>> run_warnings(Session& s) {
+  auto ev = s.evaluation();
+  if (!ev) return ev.error();
+  std::vector<std::string> warnings = check_warnings_of(s, **s.solution());
+  double eval_gap = 0;
+  for (size_t i = 0; i < 2 && i < (*ev)->size(); ++i) {
+    const EvaluatedPlan& r = (**ev)[i];
+    eval_gap = std::max(eval_gap, optimize::energy_gap_pct(r.predicted_energy_j, r.measured.energy_j));
+  }
+  if (eval_gap > optimize::kEnergyDoubtPct) {
+    warnings.push_back(fmt::format("the evaluation measured a step energy {:.1f} % away from the models' prediction "
+                                   "(default clocks or policy; more than {:g} %): the predicted saving does not hold, "
+                                   "the measured one (results.csv) does",
+                                   eval_gap, optimize::kEnergyDoubtPct));
+  }
+  return warnings;
+}
+
+Result<json> summary_document(Session& s, const RunInfo& run) {
+  auto ev = s.evaluation();
+  if (!ev) return ev.error();
+  auto warnings = run_warnings(s);
+  if (!warnings) return warnings.error();
+  const std::vector<EvaluatedPlan>& plans = **ev;
+  const analysis::Workload& w = **s.workload();
+  const pack::Packing& p = **s.packing();
+  const optimize::Checked& c = **s.solution();
+  const session::Options& o = s.options();
+  auto predicted = [](const EvaluatedPlan& r) {
+    return json{{"time_us", double(r.predicted_time_ns) / 1e3}, {"energy_j", r.predicted_energy_j}};
+  };
+  json sm;
+  sm["device"] = s.profile().name;
+  sm["evaluated_on"] = s.bench().spec_text();
+  sm["max_slowdown"] = o.optimize.max_slowdown;
+  sm["reserve"] = o.optimize.reserve;
+  sm["profiled"] = o.profiled_dir.empty() ? s.bench().spec_text() : o.profiled_dir;
+  sm["inputs"] = run.inputs;
+  sm["ranks"] = w.ranks.size();
+  sm["events"] = w.events;
+  sm["gpu_ops"] = p.kernel_ops;
+  sm["replay_error_pct"] = (*s.analysis())->replay_error_pct;
+  sm["default_clock_mhz"] = s.default_clock_mhz();
+  sm["step_time_us"] = {{"default", plans[0].measured.mean_step_ns() / 1e3}, {"policy", plans[1].measured.mean_step_ns() / 1e3}};
+  sm["energy_j"] = {{"default", plans[0].measured.energy_j}, {"policy", plans[1].measured.energy_j}};
+  sm["predicted"] = {{"default", predicted(plans[0])}, {"policy", predicted(plans[1])}};
+  sm["policy"] = {{"saving_pct", plans[1].saving_pct}, {"slowdown_pct", plans[1].slowdown_pct}};
+  sm["policy_from"] = c.solution.policy_from;
+  json bl = json::object();
+  for (size_t i = 2; i < plans.size(); ++i)
+    bl[plans[i].name] = {{"saving_pct", plans[i].saving_pct}, {"slowdown_pct", plans[i].slowdown_pct}};
+  sm["baselines"] = bl;
+  sm["warnings"] = *warnings;
+  sm["packs"] = p.packs.size();
+  sm["signatures"] = p.signatures.size();
+  sm["profiled_units"] = p.profiled_units;
+  sm["kernel_units"] = p.kernel_units;
+  sm["profiling_reduction"] = p.reduction();
+  sm["profiled_clocks_mhz"] = p.plan_clocks_mhz;
+  auto aj = analyze_document(s, false);
+  if (!aj) return aj.error();
+  sm["critical_path"] = {{"length_us", aj->at("critical_path").value("length_us", 0.0)},
+                         {"breakdown", aj->at("critical_path").value("breakdown", json::object())}};
+  sm["solve_ms"] = c.solution.solve_ms;
+  sm["replays"] = c.solution.replays;
+  if (s.checks()) sm["check"] = optimize::check_json(c);
+  json stage_ms = json::object();
+  for (const auto& [k, v] : s.stage_ms()) stage_ms[k] = v;
+  for (const auto& [k, v] : run.extra_stage_ms) stage_ms[k] = v;
+  sm["stage_ms"] = stage_ms;
+  return sm;
+}
+
+// ---- views ----
+
+std::unique_ptr<View> analyze_json(bool per_kernel) {
+  return json_view("analyze.json", [per_kernel](Session& s) { return analyze_document(s, per_kernel); });
+}
+
+std::unique_ptr<View> analyze_text() {
+  return make_view("analyze.txt", [](Session& s) -> Result<std::string> {
+    auto an = s.analysis();
+    if (!an) return an.error();
+    return analysis::to_text(**s.workload(), **an);
+  });
+}
+
+std::unique_ptr<View> kernels_csv() {
+  return make_view("kernels.csv", [](Session& s) -> Result<std::string> {
+    auto an = s.analysis();
+    if (!an) return an.error();
+    return analysis::kernels_csv(**s.workload(), **an);
+  });
+}
+
+std::unique_ptr<View> critical_path_csv() {
+  return make_view("critical_path.csv", [](Session& s) -> Result<std::string> {
+    auto an = s.analysis();
+    if (!an) return an.error();
+    return analysis::critical_path_csv(**s.workload(), **an);
+  });
+}
+
+std::unique_ptr<View> whatif_json(std::vector<analysis::Scale> scales) {
+  return json_view("whatif.json", [scales = std::move(scales)](Session& s) { return whatif_document(s, scales); });
+}
+
+std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales) {
+  return make_view("whatif.txt", [scales = std::move(scales)](Session& s) -> Result<std::string> {
+    auto j = whatif_document(s, scales);
+    if (!j) return j.error();
+    const double base = (*j)["baseline_span_us"].get<double>(), pred = (*j)["predicted_span_us"].get<double>();
+    return fmt::format("step span: baseline {:.3f} ms -> predicted {:.3f} ms ({:+.2f} %)\n", base / 1000, pred / 1000,
+                       (*j)["change_pct"].get<double>());
+  });
+}
+
+std::unique_ptr<View> pack_json(bool all, int fidelity_mhz) {
+  return json_view("pack.json", [all, fidelity_mhz](Session& s) { return pack_document(s, all, fidelity_mhz); });
+}
+
+std::unique_ptr<View> pack_text(int fidelity_mhz) {
+  return make_view("pack.txt", [fidelity_mhz](Session& s) -> Result<std::string> {
+    auto p = s.packing();
+    if (!p) return p.error();
+    std::string out = pack::to_text(**s.workload(), **p);
+    if (fidelity_mhz == 0) return out;
+    auto j = pack_document(s, false, fidelity_mhz);
+    if (!j) return j.error();
+    const json& f = (*j)["fidelity"];
+    out += fmt::format("fidelity at {} MHz (not profiled unless in the plan), predicted vs emulated truth:\n", fidelity_mhz);
+    out += fmt::format("  step: time {:+.2f} %, energy {:+.2f} %\n", f["step_time_error_pct"].get<double>(),
+                       f["step_energy_error_pct"].get<double>());
+    for (const char* k : {"pack_time_abs_error_pct", "pack_energy_abs_error_pct"}) {
+      const json& e = f[k];
+      out += fmt::format("  {} packs, |{} error|: median {:.2f} %, p90 {:.2f} %, max {:.2f} %, busy-weighted mean {:.2f} %\n",
+                         f["packs"].get<size_t>(), std::string(k).find("time") != std::string::npos ? "time" : "energy",
+                         e["median"].get<double>(), e["p90"].get<double>(), e["max"].get<double>(),
+                         e["weighted_mean"].get<double>());
+    }
+    return out;
+  });
+}
+
+std::unique_ptr<View> packs_csv() {
+  return make_view("packs.csv", [](Session& s) -> Result<std::string> {
+    auto p = s.packing();
+    if (!p) return p.error();
+    return pack::packs_csv(**s.workload(), **p);
+  });
+}
+
+std::unique_ptr<View> fidelity_csv(int fidelity_mhz) {
+  return make_view("fidelity.csv", [fidelity_mhz](Session& s) -> Result<std::string> {
+    auto f = s.pack_fidelity(fidelity_mhz);
+    if (!f) return f.error();
+    std::string out =
+        "pack,rank,first_name,clock_mhz,predicted_busy_us,true_busy_us,time_error_pct,predicted_energy_j,true_energy_j,"
+        "energy_error_pct\n";
+    auto pct = [](double p, double t) { return t > 0 ? 100.0 * (p / t - 1) : 0.0; };
+    for (const auto& r : (*f)->packs) {
+      std::string name = r.first_name;
+      std::replace(name.begin(), name.end(), '"', '\'');
+      const double predicted_us = r.predicted_busy_ns / 1e3, true_us = double(r.true_busy_ns) / 1e3;
+      out += fmt::format("{},{},\"{}\",{},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.3f}\n", r.pack, r.rank, name,
+                         (*f)->clock_mhz, predicted_us, true_us, pct(predicted_us, true_us), r.predicted_energy_j,
+                         r.true_energy_j, pct(r.predicted_energy_j, r.true_energy_j));
+    }
+    return out;
+  });
+}
+
+std::unique_ptr<View> optimize_json() { return json_view("optimize.json", optimize_document); }
+
+std::unique_ptr<View> optimize_text() {
+  return make_view("optimize.txt", [](Session& s) -> Result<std::string> {
+    auto c = s.solution();
+    if (!c) return c.error();
+    const optimize::Solution& sol = (*c)->solution;
+    const pack::Packing& p = **s.packing();
+    std::string out = fmt::format("{} packs on {} GPU(s), {} signatures profiled at {} MHz; solved in {:.1f} ms ({} replays)\n",
+                                  p.packs.size(), p.gpus.size(), p.signatures.size(),
+                                  fmt::join(p.plan_clocks_mhz, ","), sol.solve_ms, sol.replays);
+    auto row = [&](const optimize::Plan& pl) {
+      out += fmt::format("  {:<13} {:10.3f} ms  {:10.3f} J  {:+6.2f} % time  {:6.2f} % energy saved (predicted)\n",
+                         pl.name, double(pl.time_ns) / 1e6, pl.energy_j,
+                         pct_change(double(pl.time_ns), double(sol.default_plan.time_ns)),
+                         pct_saved(pl.energy_j, sol.default_plan.energy_j));
+    };
+    for (const auto& r : (*c)->rounds) {
+      out += fmt::format("check on {}: {} plan (reserve {:.2f}): {:+.2f} % predicted, {:+.2f} % measured ({} steps, bound {:+.2f} %): {}\n",
+                         s.bench().spec_text(), r.plan, r.reserve, r.predicted_pct, r.measured_pct, r.steps, r.bound_pct,
+                         r.accepted ? "passed" : "over the check's limit");
+    }
+    if ((*c)->fell_back) out += "  no plan passed the check: the policy keeps the default clocks\n";
+    row(sol.default_plan);
+    row(sol.policy);
+    if (sol.policy_from != "dp")
+      out += fmt::format("  (the policy is the {} plan: cheaper than the DP's once clock switches are counted)\n", sol.policy_from);
+    for (const auto& b : sol.baselines) row(b);
+    return out;
+  });
+}
+
+std::unique_ptr<View> policy_file() {
+  return make_view("policy.json", [](Session& s) -> Result<std::string> {
+    auto c = s.solution();
+    if (!c) return c.error();
+    return optimize::policy_json(**s.problem(), (*c)->solution, s.options().optimize.max_slowdown).dump(1) + "\n";
+  });
+}
+
+std::unique_ptr<View> evaluate_json() { return json_view("evaluate.json", evaluate_document); }
+
+// The measured plans as a table: name, step time, energy, time and energy against the default clocks.
+std::string measured_table(const std::vector<EvaluatedPlan>& plans) {
+  std::string out;
+  for (const EvaluatedPlan& r : plans) {
+    out += fmt::format("  {:<13} {:10.3f} ms  {:10.3f} J  {:+6.2f} % time  {:6.2f} % energy saved\n", r.name,
+                       r.measured.mean_step_ns() / 1e6, r.measured.energy_j, r.slowdown_pct, r.saving_pct);
+  }
+  return out;
+}
+
+std::unique_ptr<View> evaluate_text() {
+  return make_view("evaluate.txt", [](Session& s) -> Result<std::string> {
+    auto ev = s.evaluation();
+    if (!ev) return ev.error();
+    return fmt::format("true behaviour on {} ({} steps each, first left out):\n", s.options().device,
+                       s.options().eval_steps) +
+           measured_table(**ev);
+  });
+}
+
+std::unique_ptr<View> run_text() {
+  return make_view("run.txt", [](Session& s) -> Result<std::string> {
+    auto ev = s.evaluation();
+    if (!ev) return ev.error();
+    return fmt::format("true behaviour on the emulated GPU ({} steps each, first left out):\n", s.options().eval_steps) +
+           measured_table(**ev);
+  });
+}
+
+std::unique_ptr<View> results_csv() {
+  return make_view("results.csv", [](Session& s) -> Result<std::string> {
+    auto ev = s.evaluation();
+    if (!ev) return ev.error();
+    std::string out =
+        "name,predicted_time_us,predicted_energy_j,true_time_us,true_energy_j,saving_pct,slowdown_pct\n";
+    for (const EvaluatedPlan& r : **ev) {
+      out += fmt::format("{},{:.3f},{:.6f},{:.3f},{:.6f},{:.3f},{:.3f}\n", r.name, double(r.predicted_time_ns) / 1e3,
+                         r.predicted_energy_j, r.measured.mean_step_ns() / 1e3, r.measured.energy_j, r.saving_pct,
+                         r.slowdown_pct);
+    }
+    return out;
+  });
+}
+
+std::unique_ptr<View> summary_json(RunInfo run) {
+  return json_view("summary.json", [run = std::move(run)](Session& s) -> Result<json> {
+    auto sm = summary_document(s, run);
+    if (!sm) return sm.error();
+    return json{{"summary", std::move(*sm)}};
+  });
+}
+
+std::unique_ptr<View> report_html(RunInfo run) {
+  return make_view("report.html", [run = std::move(run)](Session& s) -> Result<std::string> {
+    auto d = report_data(s, run, true);
+    if (!d) return d.error();
+    return render_html(*d);
+  });
+}
+
+std::unique_ptr<View> overlay(uint32_t rank) {
+  return make_view("overlay", [rank](Session& s) -> Result<std::string> {
+                     auto d = report_data(s, {}, false);
+                     if (!d) return d.error();
+                     const std::string& path = d->workload->graph.rank_paths[rank];
+                     auto text = read_text(path);
+                     if (!text) return text.error();
+                     return overlay_json(*text, path, *d, rank);
+                   });
+}
+
+}  // namespace emo::report

@@ -1,0 +1,55 @@
+// See session_flags.h.
+#include "session_flags.h"
+
+#include <cstdio>
+
+#include "emo/base/file_util.h"
+
+namespace emo::cli {
+
+void PackFlags::add_to(CLI::App* sub, const std::string& device_help) {
+  sub->add_option("traces", traces, "trace files, one per rank")->required();
+  sub->add_option("--device", device, device_help)->capture_default_str();
+  sub->add_option("--step", step, "ProfilerStep number (default: the last complete step)");
+  sub->add_option("--min-pack", min_pack, "packs last at least this many clock-switch latencies")->capture_default_str();
+  min_pack_ms_option =
+      sub->add_option("--min-pack-ms", min_pack_ms, "minimum pack length in ms (overrides --min-pack)");
+  sub->add_option("--critical-slack-us", critical_us, "ops with at most this much slack count as critical")
+      ->capture_default_str();
+  sub->add_option("--profile-clocks", clocks, "clocks in the profiling plan")->capture_default_str();
+  sub->add_flag("--per-kernel", per_kernel,
+                "kernel-level reference: every GPU op is a pack of its own (no minimum length), to measure "
+                "what packing costs");
+}
+
+Result<session::Options> PackFlags::options() const {
+  session::Options o;
+  o.traces = traces;
+  o.device = device;
+  if (step >= 0) o.load.step = step;
+  o.pack.min_switch_multiple = min_pack;
+  if (min_pack_ms_option && min_pack_ms_option->count() > 0) {
+    if (!(min_pack_ms >= 0 && min_pack_ms <= 1e9))
+      return make_error("--min-pack-ms", "must be a number of milliseconds from 0 to 1e9");
+    o.pack.min_pack_ns = int64_t(min_pack_ms * 1e6);
+  }
+  o.pack.critical_slack_us = critical_us;
+  o.pack.profile_clocks = clocks;
+  o.pack.per_kernel = per_kernel;
+  return o;
+}
+
+Status write_view(session::Session& s, const report::View& view, const std::string& path) {
+  auto text = view.render(s);
+  if (!text) return text.error();
+  return write_file_atomic(path, *text);
+}
+
+Status print_view(session::Session& s, const report::View& view) {
+  auto text = view.render(s);
+  if (!text) return text.error();
+  std::fputs(text->c_str(), stdout);
+  return {};
+}
+
+}  // namespace emo::cli
