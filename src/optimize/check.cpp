@@ -8,11 +8,6 @@
 
 namespace emo::optimize {
 
-Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double max_slowdown) {
-  const std::string text = policy_json(pr, s, max_slowdown).dump();
-  return read_policy("the policy under check", text, *pr.workload, pr.models->profile);
-}
-
 double Measured::mean_step_ns() const {
   double t = 0;
   for (int64_t v : step_ns) t += double(v);

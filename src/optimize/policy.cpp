@@ -29,7 +29,102 @@ json predicted(const Plan& p) {
 
 int rank_id(const graph::Graph& g, uint32_t r) { return g.rank_ids.empty() ? int(r) : g.rank_ids[r]; }
 
+// When to issue each change: the switching latency before the pack starts in the plan's own replay
+// (a slower plan starts later packs later than the trace did: a change issued at the trace's time
+// would lower the clock under the end of the pack before). A change needed right at the step's start
+// is issued near the end of the step before: a negative time wraps around the predicted step time.
+// The latency varies (median/p99): a change that raises the clock is issued a p99 latency ahead, so
+// it is in effect when the pack starts; one that lowers it is issued late (2·median − p99 ahead), so the
+// pack before keeps its higher clock to its end. Either way the slip costs energy, not time.
+class IssueTimes {
+ public:
+  explicit IssueTimes(const Problem& pr)
+      : pr_(pr),
+        p_(*pr.packing),
+        x_(detail::prepare(pr)),
+        lat_med_(int64_t(pr.models->profile.switch_latency_median_ms.value * 1e6)),
+        lat_p99_(int64_t(pr.models->profile.switch_latency_p99_ms.value * 1e6)) {}
+
+  // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
+  std::vector<int64_t> of(const Plan& plan) const {
+    const std::vector<int64_t> begin = begins_in(plan);
+    std::vector<int> prev_clock(p_.gpus.size(), pr_.default_clock_mhz);
+    for (size_t k = 0; k < p_.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
+      if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].gpu] = plan.pack_clock_mhz[k];
+    }
+    std::vector<int64_t> out;
+    for (size_t k = 0; k < p_.packs.size(); ++k) {
+      const pack::Pack& pk = p_.packs[k];
+      if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
+      const int clock = plan.pack_clock_mhz[k];
+      const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
+      prev_clock[pk.gpu] = clock;
+      int64_t issue = begin[k] - lead;
+      if (issue < 0) issue += plan.time_ns;
+      out.push_back(issue);
+    }
+    return out;
+  }
+
+ private:
+  // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved.
+  std::vector<int64_t> begins_in(const Plan& plan) const {
+    replay::Timeline tl;
+    detail::predict_prepared(pr_, x_, plan.pack_clock_mhz, plan.name, &tl);
+    std::vector<int64_t> out(p_.packs.size(), 0);
+    for (size_t k = 0; k < p_.packs.size(); ++k) {
+      const pack::Pack& pk = p_.packs[k];
+      out[k] = pk.begin_ns;
+      if (pk.first_op > pk.last_op) continue;
+      const NodeId n = p_.gpus[pk.gpu].ops[pk.first_op];
+      out[k] += (tl.start(n) - tl.begin_ns) - (x_.first_start0[k] - x_.begin0);
+    }
+    return out;
+  }
+
+  const Problem& pr_;
+  const pack::Packing& p_;
+  const detail::Prepared x_;
+  const int64_t lat_med_, lat_p99_;
+};
+
+// The clocks of a plan for the packs with GPU work (the policy file's packs), in pack order.
+std::vector<int> listed_clocks(const pack::Packing& p, const Plan& plan) {
+  std::vector<int> out;
+  for (size_t k = 0; k < p.packs.size(); ++k) {
+    if (p.packs[k].first_op <= p.packs[k].last_op) out.push_back(plan.pack_clock_mhz[k]);
+  }
+  return out;
+}
+
+json predictions(const Solution& s) {
+  return {{"default", predicted(s.default_plan)}, {"policy", predicted(s.policy)}};
+}
+
 }  // namespace
+
+Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double max_slowdown) {
+  const pack::Packing& p = *pr.packing;
+  if (s.policy.pack_clock_mhz.size() != p.packs.size())
+    return make_error("policy", fmt::format("{} clocks for {} packs", s.policy.pack_clock_mhz.size(), p.packs.size()));
+  const IssueTimes issue_times(pr);
+  PolicyFile pf;
+  pf.device = pr.models->profile.name;
+  pf.default_clock_mhz = pr.default_clock_mhz;
+  pf.max_slowdown = max_slowdown;
+  const std::vector<int64_t> issue = issue_times.of(s.policy);
+  for (size_t k = 0; k < p.packs.size(); ++k) {
+    const pack::Pack& pk = p.packs[k];
+    if (pk.first_op > pk.last_op) continue;
+    pf.packs.push_back({p.gpus[pk.gpu].rank, pk.first_op, pk.last_op, s.policy.pack_clock_mhz[k], issue[pf.packs.size()]});
+  }
+  for (const Plan& b : s.baselines) pf.baselines.push_back({b.name, listed_clocks(p, b), issue_times.of(b)});
+  // In the file's order (a JSON object's keys, by name), so that a policy applied from memory and one
+  // read from its file run the same baselines in the same order.
+  std::sort(pf.baselines.begin(), pf.baselines.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  pf.predicted = predictions(s);
+  return pf;
+}
 
 json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   const graph::Graph& g = pr.workload->graph;
@@ -44,180 +139,170 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   json ranks = json::array();
   for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", rank_id(g, go.rank)}, {"gpu_ops", go.ops.size()}});
   j["ranks"] = ranks;
-  // When to issue each change: the switching latency before the pack starts in the plan's own replay
-  // (a slower plan starts later packs later than the trace did: a change issued at the trace's time
-  // would lower the clock under the end of the pack before). A change needed right at the step's start
-  // is issued near the end of the step before: a negative time wraps around the predicted step time.
-  // The latency varies (median/p99): a change that raises the clock is issued a p99 latency ahead, so
-  // it is in effect when the pack starts; one that lowers it is issued late (2·median − p99 ahead), so the
-  // pack before keeps its higher clock to its end. Either way the slip costs energy, not time.
-  const int64_t lat_med = int64_t(prof.switch_latency_median_ms.value * 1e6);
-  const int64_t lat_p99 = int64_t(prof.switch_latency_p99_ms.value * 1e6);
-  // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved.
-  const detail::Prepared x = detail::prepare(pr);
-  auto begins_in = [&](const Plan& plan) {
-    replay::Timeline tl;
-    detail::predict_prepared(pr, x, plan.pack_clock_mhz, plan.name, &tl);
-    std::vector<int64_t> out(p.packs.size(), 0);
-    for (size_t k = 0; k < p.packs.size(); ++k) {
-      const pack::Pack& pk = p.packs[k];
-      out[k] = pk.begin_ns;
-      if (pk.first_op > pk.last_op) continue;
-      const NodeId n = p.gpus[pk.gpu].ops[pk.first_op];
-      out[k] += (tl.start(n) - tl.begin_ns) - (x.first_start0[k] - x.begin0);
-    }
-    return out;
-  };
-  // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
-  auto issue_times = [&](const Plan& plan) {
-    const std::vector<int64_t> begin = begins_in(plan);
-    std::vector<int> prev_clock(p.gpus.size(), pr.default_clock_mhz);
-    for (size_t k = 0; k < p.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
-      if (p.packs[k].first_op <= p.packs[k].last_op) prev_clock[p.packs[k].gpu] = plan.pack_clock_mhz[k];
-    }
-    std::vector<int64_t> out;
-    for (size_t k = 0; k < p.packs.size(); ++k) {
-      const pack::Pack& pk = p.packs[k];
-      if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
-      const int clock = plan.pack_clock_mhz[k];
-      const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99 : std::max<int64_t>(0, 2 * lat_med - lat_p99);
-      prev_clock[pk.gpu] = clock;
-      int64_t issue = begin[k] - lead;
-      if (issue < 0) issue += plan.time_ns;
-      out.push_back(issue);
-    }
-    return out;
-  };
-  const std::vector<int64_t> issue = issue_times(s.policy);
+  const IssueTimes issue_times(pr);
+  const std::vector<int64_t> issue = issue_times.of(s.policy);
   json packs = json::array();
-  size_t listed = 0;
   for (size_t k = 0; k < p.packs.size(); ++k) {
     const pack::Pack& pk = p.packs[k];
     if (pk.first_op > pk.last_op) continue;
     const pack::GpuOps& go = p.gpus[pk.gpu];
-    json e{{"rank", rank_id(g, go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
-           {"issue_at_us", double(issue[listed++]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
-           {"last", op_ref(g, go, pk.last_op)}};
-    packs.push_back(std::move(e));
+    packs.push_back({{"rank", rank_id(g, go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
+                     {"issue_at_us", double(issue[packs.size()]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
+                     {"last", op_ref(g, go, pk.last_op)}});
   }
   j["packs"] = packs;
-  j["predicted"] = {{"default", predicted(s.default_plan)}, {"policy", predicted(s.policy)}};
+  j["predicted"] = predictions(s);
   json bl = json::object();
   for (const Plan& b : s.baselines) {
-    json clocks = json::array();
-    for (size_t k = 0; k < p.packs.size(); ++k) {
-      if (p.packs[k].first_op <= p.packs[k].last_op) clocks.push_back(b.pack_clock_mhz[k]);
-    }
     json issues = json::array();
-    for (int64_t t : issue_times(b)) issues.push_back(double(t) / 1e3);
-    bl[b.name] = {{"clocks_mhz", clocks}, {"issue_at_us", issues}, {"predicted", predicted(b)}};
+    for (int64_t t : issue_times.of(b)) issues.push_back(double(t) / 1e3);
+    bl[b.name] = {{"clocks_mhz", listed_clocks(p, b)}, {"issue_at_us", issues}, {"predicted", predicted(b)}};
   }
   j["baselines"] = bl;
   return j;
 }
 
-Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,
-                               const device::DeviceProfile& profile) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(path, "not a JSON object", "expected a policy written by `emo optimize -o`");
-  const graph::Graph& g = w.graph;
-  auto field = [&](const json& o, const char* k, json::value_t t1, json::value_t t2) -> Result<const json*> {
-    auto it = o.find(k);
-    if (it == o.end()) return make_error(path, fmt::format("missing field '{}'", k));
-    if (it->type() != t1 && it->type() != t2) return make_error(path, fmt::format("field '{}' has the wrong type", k));
-    return &*it;
-  };
-  using vt = json::value_t;
-  auto schema = field(j, "schema", vt::string, vt::string);
-  if (!schema) return schema.error();
-  if ((*schema)->get<std::string>() != "emo-policy/1")
-    return make_error(path, "unknown schema '" + (*schema)->get<std::string>() + "'", "this emo reads emo-policy/1");
-  auto dev = field(j, "device", vt::string, vt::string);
-  if (!dev) return dev.error();
-  PolicyFile pf;
-  pf.device = (*dev)->get<std::string>();
-  if (pf.device != profile.name)
-    return make_error(path, fmt::format("the policy was made for device '{}', not '{}'", pf.device, profile.name),
-                      "optimize again for this device");
-  auto dc = field(j, "default_clock_mhz", vt::number_unsigned, vt::number_integer);
-  if (!dc) return dc.error();
-  pf.default_clock_mhz = (*dc)->get<int>();
-  if (auto it = j.find("max_slowdown"); it != j.end() && it->is_number()) pf.max_slowdown = it->get<double>();
-  const std::vector<std::vector<NodeId>> ops = pack::gpu_ops_in_index_order(g);
-  auto ranks = field(j, "ranks", vt::array, vt::array);
-  if (!ranks) return ranks.error();
-  if ((*ranks)->size() != ops.size())
-    return make_error(path, fmt::format("the policy has {} ranks, the trace {}", (*ranks)->size(), ops.size()),
-                      "the policy does not belong to this trace");
-  std::vector<int> rank_index_of;  // rank id -> graph rank index
-  for (size_t r = 0; r < ops.size(); ++r) {
-    const json& rj = (**ranks)[r];
-    if (!rj.is_object() || !rj.contains("gpu_ops") || !rj["gpu_ops"].is_number_integer() || !rj.contains("rank"))
-      return make_error(path, fmt::format("ranks[{}]: needs 'rank' and 'gpu_ops'", r));
-    if (rj["gpu_ops"].get<int64_t>() != int64_t(ops[r].size()))
-      return make_error(path, fmt::format("rank {}: the policy expects {} GPU ops in the step, the trace has {}",
-                                          rj["rank"].dump(), rj["gpu_ops"].get<int64_t>(), ops[r].size()),
-                        "the policy is stale or belongs to another trace; optimize again");
+namespace {
+
+using vt = json::value_t;
+
+// Reads a policy file against a step: each part of the file checked against the trace and the device.
+class PolicyReader {
+ public:
+  PolicyReader(const std::string& path, const analysis::Workload& w, const device::DeviceProfile& profile)
+      : path_(path), g_(w.graph), profile_(profile), ops_(pack::gpu_ops_in_index_order(g_)) {}
+
+  Result<PolicyFile> read(const json& j) {
+    PolicyFile pf;
+    EMO_RETURN_IF_ERROR(header(j, pf));
+    EMO_RETURN_IF_ERROR(ranks(j));
+    auto packs = field(j, "packs", vt::array, vt::array);
+    if (!packs) return packs.error();
+    for (size_t k = 0; k < (*packs)->size(); ++k) {
+      auto ap = applied_pack((**packs)[k], fmt::format("packs[{}]", k));
+      if (!ap) return ap.error();
+      pf.packs.push_back(*ap);
+    }
+    EMO_RETURN_IF_ERROR(disjoint(pf.packs));
+    if (auto it = j.find("baselines"); it != j.end() && it->is_object()) EMO_RETURN_IF_ERROR(baselines(*it, pf));
+    if (auto it = j.find("predicted"); it != j.end()) pf.predicted = *it;
+    return pf;
   }
-  auto packs = field(j, "packs", vt::array, vt::array);
-  if (!packs) return packs.error();
-  for (size_t k = 0; k < (*packs)->size(); ++k) {
-    const json& pj = (**packs)[k];
-    const std::string at = fmt::format("packs[{}]", k);
+
+ private:
+  Result<const json*> field(const json& o, const char* k, vt t1, vt t2) const {
+    auto it = o.find(k);
+    if (it == o.end()) return make_error(path_, fmt::format("missing field '{}'", k));
+    if (it->type() != t1 && it->type() != t2) return make_error(path_, fmt::format("field '{}' has the wrong type", k));
+    return &*it;
+  }
+
+  // schema, device, default clock, max_slowdown.
+  Status header(const json& j, PolicyFile& pf) const {
+    auto schema = field(j, "schema", vt::string, vt::string);
+    if (!schema) return schema.error();
+    if ((*schema)->get<std::string>() != "emo-policy/1")
+      return make_error(path_, "unknown schema '" + (*schema)->get<std::string>() + "'", "this emo reads emo-policy/1");
+    auto dev = field(j, "device", vt::string, vt::string);
+    if (!dev) return dev.error();
+    pf.device = (*dev)->get<std::string>();
+    if (pf.device != profile_.name)
+      return make_error(path_, fmt::format("the policy was made for device '{}', not '{}'", pf.device, profile_.name),
+                        "optimize again for this device");
+    auto dc = field(j, "default_clock_mhz", vt::number_unsigned, vt::number_integer);
+    if (!dc) return dc.error();
+    pf.default_clock_mhz = (*dc)->get<int>();
+    if (auto it = j.find("max_slowdown"); it != j.end() && it->is_number()) pf.max_slowdown = it->get<double>();
+    return {};
+  }
+
+  // One entry per rank of the trace, each with the trace's count of GPU ops.
+  Status ranks(const json& j) const {
+    auto ranks = field(j, "ranks", vt::array, vt::array);
+    if (!ranks) return ranks.error();
+    if ((*ranks)->size() != ops_.size())
+      return make_error(path_, fmt::format("the policy has {} ranks, the trace {}", (*ranks)->size(), ops_.size()),
+                        "the policy does not belong to this trace");
+    for (size_t r = 0; r < ops_.size(); ++r) {
+      const json& rj = (**ranks)[r];
+      if (!rj.is_object() || !rj.contains("gpu_ops") || !rj["gpu_ops"].is_number_integer() || !rj.contains("rank"))
+        return make_error(path_, fmt::format("ranks[{}]: needs 'rank' and 'gpu_ops'", r));
+      if (rj["gpu_ops"].get<int64_t>() != int64_t(ops_[r].size()))
+        return make_error(path_, fmt::format("rank {}: the policy expects {} GPU ops in the step, the trace has {}",
+                                             rj["rank"].dump(), rj["gpu_ops"].get<int64_t>(), ops_[r].size()),
+                          "the policy is stale or belongs to another trace; optimize again");
+    }
+    return {};
+  }
+
+  // A pack's first or last op: its index on the rank, which must name the trace's op there.
+  Result<uint32_t> op_index(const json& o, size_t rank, const std::string& at) const {
+    if (!o.is_object() || !o.contains("index") || !o["index"].is_number_integer() || !o.contains("name"))
+      return make_error(path_, at + ": needs index and name");
+    const int64_t i = o["index"].get<int64_t>();
+    if (i < 0 || i >= int64_t(ops_[rank].size()))
+      return make_error(path_, at + fmt::format(": index {} is outside the step's {} ops", i, ops_[rank].size()));
+    const std::string_view name = g_.strings.view(g_.name[ops_[rank][size_t(i)]]);
+    if (!o["name"].is_string() || o["name"].get<std::string>() != name)
+      return make_error(path_, at + fmt::format(": op {} is '{}' in the trace", i, name),
+                        "the policy is stale or belongs to another trace; optimize again");
+    return uint32_t(i);
+  }
+
+  Result<AppliedPack> applied_pack(const json& pj, const std::string& at) const {
     if (!pj.is_object() || !pj.contains("rank") || !pj.contains("clock_mhz") || !pj.contains("first") || !pj.contains("last"))
-      return make_error(path, at + ": needs rank, clock_mhz, first, last");
+      return make_error(path_, at + ": needs rank, clock_mhz, first, last");
     AppliedPack ap;
     const int rid = pj["rank"].is_number_integer() ? pj["rank"].get<int>() : -1;
     int ri = -1;
-    for (size_t r = 0; r < ops.size(); ++r) if (rank_id(g, uint32_t(r)) == rid) ri = int(r);
-    if (ri < 0) return make_error(path, at + fmt::format(": rank {} is not in the trace", pj["rank"].dump()));
+    for (size_t r = 0; r < ops_.size(); ++r) if (rank_id(g_, uint32_t(r)) == rid) ri = int(r);
+    if (ri < 0) return make_error(path_, at + fmt::format(": rank {} is not in the trace", pj["rank"].dump()));
     ap.rank = uint32_t(ri);
-    if (!pj["clock_mhz"].is_number_integer()) return make_error(path, at + ": clock_mhz must be an integer");
+    if (!pj["clock_mhz"].is_number_integer()) return make_error(path_, at + ": clock_mhz must be an integer");
     ap.clock_mhz = pj["clock_mhz"].get<int>();
-    if (!std::binary_search(profile.sm_clocks.mhz.begin(), profile.sm_clocks.mhz.end(), ap.clock_mhz))
-      return make_error(path, at + fmt::format(": {} MHz is not a supported clock of {}", ap.clock_mhz, profile.name));
-    for (const char* side : {"first", "last"}) {
-      const json& o = pj[side];
-      if (!o.is_object() || !o.contains("index") || !o["index"].is_number_integer() || !o.contains("name"))
-        return make_error(path, at + "." + side + ": needs index and name");
-      const int64_t i = o["index"].get<int64_t>();
-      if (i < 0 || i >= int64_t(ops[size_t(ri)].size()))
-        return make_error(path, at + "." + side + fmt::format(": index {} is outside the step's {} ops", i, ops[size_t(ri)].size()));
-      const std::string_view name = g.strings.view(g.name[ops[size_t(ri)][size_t(i)]]);
-      if (!o["name"].is_string() || o["name"].get<std::string>() != name)
-        return make_error(path, at + "." + side + fmt::format(": op {} is '{}' in the trace", i, name),
-                          "the policy is stale or belongs to another trace; optimize again");
-      (std::string_view(side) == "first" ? ap.first : ap.last) = uint32_t(i);
-    }
-    if (ap.first > ap.last) return make_error(path, at + ": first comes after last");
+    if (!std::binary_search(profile_.sm_clocks.mhz.begin(), profile_.sm_clocks.mhz.end(), ap.clock_mhz))
+      return make_error(path_, at + fmt::format(": {} MHz is not a supported clock of {}", ap.clock_mhz, profile_.name));
+    auto first = op_index(pj["first"], size_t(ri), at + ".first");
+    if (!first) return first.error();
+    auto last = op_index(pj["last"], size_t(ri), at + ".last");
+    if (!last) return last.error();
+    ap.first = *first;
+    ap.last = *last;
+    if (ap.first > ap.last) return make_error(path_, at + ": first comes after last");
     if (pj.contains("issue_at_us") && pj["issue_at_us"].is_number())
       ap.issue_at_ns = int64_t(std::llround(pj["issue_at_us"].get<double>() * 1e3));
-    pf.packs.push_back(ap);
+    return ap;
   }
-  // Packs of a rank must not overlap.
-  for (size_t a = 1; a < pf.packs.size(); ++a) {
-    for (size_t b = 0; b < a; ++b) {
-      const auto& x = pf.packs[a];
-      const auto& y = pf.packs[b];
-      if (x.rank == y.rank && x.first <= y.last && y.first <= x.last)
-        return make_error(path, fmt::format("packs[{}] and packs[{}] overlap", b, a));
+
+  // Packs of a rank must not overlap (checked pairwise on the first 2000: the optimizer writes disjoint packs).
+  Status disjoint(const std::vector<AppliedPack>& packs) const {
+    for (size_t a = 1; a < packs.size(); ++a) {
+      for (size_t b = 0; b < a; ++b) {
+        const auto& x = packs[a];
+        const auto& y = packs[b];
+        if (x.rank == y.rank && x.first <= y.last && y.first <= x.last)
+          return make_error(path_, fmt::format("packs[{}] and packs[{}] overlap", b, a));
+      }
+      if (a > 2000) break;
     }
-    if (a > 2000) break;  // quadratic check only where cheap; the optimizer writes disjoint packs
+    return {};
   }
-  if (auto it = j.find("baselines"); it != j.end() && it->is_object()) {
-    for (auto& [name, b] : it->items()) {
+
+  // Each baseline's clock (and issue time) per pack.
+  Status baselines(const json& all, PolicyFile& pf) const {
+    for (auto& [name, b] : all.items()) {
       if (!b.is_object() || !b.contains("clocks_mhz") || !b["clocks_mhz"].is_array()) continue;
       std::vector<int> clocks;
       for (const auto& c : b["clocks_mhz"]) {
-        if (!c.is_number_integer()) return make_error(path, "baselines." + name + ": clocks must be integers");
+        if (!c.is_number_integer()) return make_error(path_, "baselines." + name + ": clocks must be integers");
         clocks.push_back(c.get<int>());
       }
       if (clocks.size() != pf.packs.size())
-        return make_error(path, "baselines." + name + ": one clock per pack expected");
+        return make_error(path_, "baselines." + name + ": one clock per pack expected");
       std::vector<int64_t> issues;
       if (b.contains("issue_at_us") && b["issue_at_us"].is_array() && b["issue_at_us"].size() == clocks.size()) {
         for (const auto& t : b["issue_at_us"]) {
-          if (!t.is_number()) return make_error(path, "baselines." + name + ": issue times must be numbers");
+          if (!t.is_number()) return make_error(path_, "baselines." + name + ": issue times must be numbers");
           issues.push_back(int64_t(std::llround(t.get<double>() * 1e3)));
         }
       } else {
@@ -225,9 +310,22 @@ Result<PolicyFile> read_policy(const std::string& path, const std::string& text,
       }
       pf.baselines.push_back({name, std::move(clocks), std::move(issues)});
     }
+    return {};
   }
-  if (auto it = j.find("predicted"); it != j.end()) pf.predicted = *it;
-  return pf;
+
+  const std::string& path_;
+  const graph::Graph& g_;
+  const device::DeviceProfile& profile_;
+  const std::vector<std::vector<NodeId>> ops_;
+};
+
+}  // namespace
+
+Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,
+                               const device::DeviceProfile& profile) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error(path, "not a JSON object", "expected a policy written by `emo optimize -o`");
+  return PolicyReader(path, w, profile).read(j);
 }
 
 }  // namespace emo::optimize

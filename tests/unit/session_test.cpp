@@ -168,7 +168,7 @@ TEST(Session, ViewsOfOneSessionAgree) {
     ++rows;
   }
   EXPECT_EQ(rows, (*s.evaluation())->size());
-  // The policy file, read back against the step, gives the policy the session applies.
+  // The policy file, read back against the step, gives the policy the session applies from memory.
   auto text = report::policy_file()->render(s);
   ASSERT_TRUE(text.ok());
   auto back = optimize::read_policy("policy.json", *text, **s.workload(), s.profile());
@@ -179,7 +179,19 @@ TEST(Session, ViewsOfOneSessionAgree) {
     EXPECT_EQ(back->packs[i].clock_mhz, pf.packs[i].clock_mhz);
     EXPECT_EQ(back->packs[i].issue_at_ns, pf.packs[i].issue_at_ns);
     EXPECT_EQ(back->packs[i].first, pf.packs[i].first);
+    EXPECT_EQ(back->packs[i].last, pf.packs[i].last);
+    EXPECT_EQ(back->packs[i].rank, pf.packs[i].rank);
   }
+  // ... and the same baselines, in the same order, with the same clocks and issue times.
+  ASSERT_EQ(back->baselines.size(), pf.baselines.size());
+  for (size_t i = 0; i < pf.baselines.size(); ++i) {
+    EXPECT_EQ(back->baselines[i].name, pf.baselines[i].name);
+    EXPECT_EQ(back->baselines[i].clocks_mhz, pf.baselines[i].clocks_mhz);
+    EXPECT_EQ(back->baselines[i].issue_at_ns, pf.baselines[i].issue_at_ns);
+  }
+  EXPECT_EQ(back->default_clock_mhz, pf.default_clock_mhz);
+  EXPECT_EQ(back->max_slowdown, pf.max_slowdown);
+  EXPECT_EQ(back->predicted, pf.predicted);
 }
 
 TEST(Session, APolicyFileEvaluatesAsTheSolutionItCameFrom) {
