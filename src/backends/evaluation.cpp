@@ -11,12 +11,6 @@
 
 namespace emo::backends {
 
-namespace {
-int rank_id(const analysis::Workload& w, size_t r) {
-  return w.graph.rank_ids.empty() ? int(r) : w.graph.rank_ids[r];
-}
-}  // namespace
-
 using graph::NodeId;
 
 Result<EmulatedMeter> EmulatedMeter::make(const Target& on, const analysis::Workload& w, int default_clock_mhz) {
@@ -40,7 +34,7 @@ Result<optimize::Measured> EmulatedMeter::measure(const std::vector<optimize::Ap
   std::vector<int> last(w.graph.rank_paths.size(), default_clock_mhz);
   for (size_t k = 0; k < packs.size(); ++k) {
     const int c = clocks.empty() ? default_clock_mhz : clocks[k];
-    s.ranks[packs[k].rank].push_back({issue_at_ns.empty() ? packs[k].issue_at_ns : issue_at_ns[k], c});
+    s.ranks[packs[k].rank.index()].push_back({issue_at_ns.empty() ? packs[k].issue_at_ns : issue_at_ns[k], c});
   }
   emulator::RunOptions o;
   o.steps = steps;
@@ -100,7 +94,7 @@ Result<PackFidelity> pack_fidelity(const Target& on, const analysis::Workload& w
     const pack::GpuOps& go = packing.gpus[pk.gpu];
     PackFidelityRow row;
     row.pack = k;
-    row.rank = rank_id(w, go.rank);
+    row.rank_id = w.graph.rank_id(go.rank);
     row.first_name = std::string(g.strings.view(g.name[go.ops[pk.first_op]]));
     int64_t win_b = std::numeric_limits<int64_t>::max(), win_e = std::numeric_limits<int64_t>::min();
     int64_t busy_ns = 0;

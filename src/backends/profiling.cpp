@@ -47,9 +47,6 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
   return out;
 }
 
-int rank_id(const analysis::Workload& w, size_t r) {
-  return w.graph.rank_ids.empty() ? int(r) : w.graph.rank_ids[r];
-}
 
 // "1980mhz" -> 1980; anything else -> 0.
 int clock_of_dir_name(const std::string& name) {
@@ -156,7 +153,7 @@ Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir,
     pack::ProfiledRun run;
     run.clock_mhz = clock;
     for (size_t r = 0; r < n_ranks; ++r) {
-      const std::string stem = (path / fmt::format("rank{}", rank_id(w, r))).string();
+      const std::string stem = (path / fmt::format("rank{}", w.graph.rank_id(graph::RankIndex(uint32_t(r))))).string();
       std::string trace_path = stem + ".json";
       if (!fs::exists(trace_path, ec) && fs::exists(stem + ".json.gz", ec)) trace_path = stem + ".json.gz";
       if (!fs::exists(trace_path, ec))
@@ -183,7 +180,7 @@ Status write_profiled_dir(const Target& on, const analysis::Workload& w, const p
   EMO_RETURN_IF_ERROR(out.open(dir, "profiling folder"));
   for (const auto& [clock, run] : *runs) {
     for (size_t r = 0; r < run.ranks.size(); ++r) {
-      const std::string stem = fmt::format("{}mhz/rank{}", clock, rank_id(w, r));
+      const std::string stem = fmt::format("{}mhz/rank{}", clock, w.graph.rank_id(graph::RankIndex(uint32_t(r))));
       EMO_RETURN_IF_ERROR(out.write(stem + ".json", run.ranks[r].trace_json));
       EMO_RETURN_IF_ERROR(out.write(stem + ".energy.csv", emulator::energy_log_csv(run.ranks[r], on.spec_text())));
     }

@@ -27,7 +27,6 @@ json predicted(const Plan& p) {
   return json{{"time_us", double(p.time_ns) / 1e3}, {"energy_j", p.energy_j}};
 }
 
-int rank_id(const graph::Graph& g, uint32_t r) { return g.rank_ids.empty() ? int(r) : g.rank_ids[r]; }
 
 // When to issue each change: the switching latency before the pack starts in the plan's own replay
 // (a slower plan starts later packs later than the trace did: a change issued at the trace's time
@@ -137,7 +136,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   j["max_slowdown"] = max_slowdown;
   j["switch_latency_ms"] = prof.switch_latency_median_ms.value;
   json ranks = json::array();
-  for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", rank_id(g, go.rank)}, {"gpu_ops", go.ops.size()}});
+  for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", g.rank_id(go.rank)}, {"gpu_ops", go.ops.size()}});
   j["ranks"] = ranks;
   const IssueTimes issue_times(pr);
   const std::vector<int64_t> issue = issue_times.of(s.policy);
@@ -146,7 +145,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
     const pack::Pack& pk = p.packs[k];
     if (pk.first_op > pk.last_op) continue;
     const pack::GpuOps& go = p.gpus[pk.gpu];
-    packs.push_back({{"rank", rank_id(g, go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
+    packs.push_back({{"rank", g.rank_id(go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
                      {"issue_at_us", double(issue[packs.size()]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
                      {"last", op_ref(g, go, pk.last_op)}});
   }
@@ -255,9 +254,9 @@ class PolicyReader {
     AppliedPack ap;
     const int rid = pj["rank"].is_number_integer() ? pj["rank"].get<int>() : -1;
     int ri = -1;
-    for (size_t r = 0; r < ops_.size(); ++r) if (rank_id(g_, uint32_t(r)) == rid) ri = int(r);
+    for (size_t r = 0; r < ops_.size(); ++r) if (g_.rank_id(graph::RankIndex(uint32_t(r))) == rid) ri = int(r);
     if (ri < 0) return make_error(path_, at + fmt::format(": rank {} is not in the trace", pj["rank"].dump()));
-    ap.rank = uint32_t(ri);
+    ap.rank = graph::RankIndex(uint32_t(ri));
     if (!pj["clock_mhz"].is_number_integer()) return make_error(path_, at + ": clock_mhz must be an integer");
     ap.clock_mhz = pj["clock_mhz"].get<int>();
     if (!std::binary_search(profile_.sm_clocks.mhz.begin(), profile_.sm_clocks.mhz.end(), ap.clock_mhz))

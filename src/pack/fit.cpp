@@ -288,7 +288,6 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   constexpr double kEnergySd = 0.005, kFloorPriorSd = 0.025, kFloorMaxDev = 0.08;
   constexpr double kKneePriorSd = 0.025, kKneeMaxDev = 0.08;
   m.gpus.resize(n_gpu);
-  m.step_s.assign(runs.size(), std::vector<double>(n_gpu, 0));
   const double floor0 = profile.voltage.floor_rel.value;
   for (size_t r = 0; r < n_gpu; ++r) {
     // Per run: static S, dynamic parts that do not scale with V (memory; unsplit or capped signatures)
@@ -319,7 +318,6 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       // powers add, and the idle power is taken off once over the overlap (so idle_s may be negative).
       rp.idle_s = step_s[r][ri] - busy;
       rp.E = step_j[r][ri];
-      m.step_s[ri][r] = step_s[r][ri];
     }
     // For a floor scale: the (a, b) fit, its predictions and the objective.
     struct Solution {

@@ -85,8 +85,9 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   if (!(opt.min_switch_multiple >= 0 && opt.min_switch_multiple <= 1e6))
     return make_error("--min-pack", "must be a number of clock-switch latencies from 0 to 1e6");
   if (opt.min_pack_ns > int64_t(1e15)) return make_error("--min-pack-ms", "must be at most 1e9 ms");
-  if (!(opt.critical_slack_us >= 0 && opt.critical_slack_us <= 1e9))
+  if (!(opt.critical_slack_ns >= 0 && opt.critical_slack_ns <= int64_t(1e12)))
     return make_error("--critical-slack-us", "must be a number of microseconds from 0 to 1e9");
+  if (opt.profile_window_ns <= 0) return make_error("profile window", "must be positive");
   if (opt.profile_clocks < 2) return make_error("--profile-clocks", "at least 2 clocks are needed to fit a model");
   replay::Replayer rp(g);
   replay::Timeline tl;
@@ -103,7 +104,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   p.gpus.resize(n_ranks);
   auto ordered = gpu_ops_in_index_order(g);
   for (uint32_t r = 0; r < n_ranks; ++r) {
-    p.gpus[r].rank = r;
+    p.gpus[r].rank = graph::RankIndex(r);
     p.gpus[r].ops = std::move(ordered[r]);
   }
   for (GpuOps& go : p.gpus) {
@@ -132,7 +133,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     ++p.signatures[it->second].members;
     return it->second;
   };
-  const int64_t crit_ns = int64_t(opt.critical_slack_us * 1e3);
+  const int64_t crit_ns = opt.critical_slack_ns;
   for (uint32_t gi = 0; gi < p.gpus.size(); ++gi) {
     const GpuOps& go = p.gpus[gi];
     if (go.ops.empty()) continue;
@@ -255,7 +256,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   // ---- profiling plan and its cost ----
   p.plan_clocks_mhz = plan_clocks(profile, opt.profile_clocks);
   const double step_s = std::max(1e-9, double(p.step_ns) * 1e-9);
-  p.plan_steps = std::max(3, int(std::ceil(opt.profile_window_s / step_s)));
+  p.plan_steps = std::max(3, int(std::ceil(double(opt.profile_window_ns) / 1e9 / step_s)));
   const int64_t clocks = int64_t(p.plan_clocks_mhz.size());
   int64_t profiled_sigs = 0;
   for (const Signature& s : p.signatures) profiled_sigs += s.ops > 0;
@@ -264,7 +265,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   // The lower clocks stretch the steps; 1/0.5 bounds it at the plan's lowest clock.
   double stretch = 0;
   for (int c : p.plan_clocks_mhz) stretch += std::min(2.0, profile.max_clock_mhz() / double(c));
-  p.profiling_gpu_s = double(p.gpus.size()) * double(p.plan_steps) * step_s * stretch;
+  p.profiling_gpu_ns = int64_t(std::llround(double(p.gpus.size()) * double(p.plan_steps) * step_s * stretch * 1e9));
   return p;
 }
 
@@ -279,7 +280,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   j["atoms"] = p.atoms.size();
   j["plan_clocks_mhz"] = p.plan_clocks_mhz;
   j["plan_steps_per_clock"] = p.plan_steps;
-  j["profiling_gpu_s"] = p.profiling_gpu_s;
+  j["profiling_gpu_s"] = double(p.profiling_gpu_ns) / 1e9;
   j["kernel_units"] = p.kernel_units;
   j["profiled_units"] = p.profiled_units;
   j["reduction"] = p.reduction();
@@ -295,7 +296,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
     if (!list_packs && listed >= 1000) break;
     ++listed;
     const GpuOps& go = p.gpus[pk.gpu];
-    nlohmann::ordered_json e{{"rank", g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank]},
+    nlohmann::ordered_json e{{"rank", g.rank_id(go.rank)},
                              {"begin_us", double(pk.begin_ns) / 1e3},
                              {"end_us", double(pk.end_ns) / 1e3},
                              {"busy_us", double(pk.busy_ns) / 1e3},
@@ -327,7 +328,7 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
       double(p.min_pack_ns) / 1e6, p.signatures.size(),
       std::count_if(p.signatures.begin(), p.signatures.end(), [](const Signature& s) { return s.ops > 0; }),
       p.profiled_units, p.kernel_units, p.reduction(), fmt::join(p.plan_clocks_mhz, ","), p.plan_steps,
-      p.profiling_gpu_s);
+      double(p.profiling_gpu_ns) / 1e9);
   const graph::Graph& g = w.graph;
   size_t shown = 0;
   for (const Pack& pk : p.packs) {
@@ -337,7 +338,7 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
     }
     const GpuOps& go = p.gpus[pk.gpu];
     out += fmt::format("  rank {} [{:9.3f} .. {:9.3f}] ms  {:>10}  {:>13}  {:5} ops  {}\n",
-                       g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank], double(pk.begin_ns) / 1e6,
+                       g.rank_id(go.rank), double(pk.begin_ns) / 1e6,
                        double(pk.end_ns) / 1e6, to_string(pk.slack), to_string(pk.bound),
                        pk.first_op <= pk.last_op ? pk.last_op - pk.first_op + 1 : 0,
                        fmt::format("{:016x}", pk.signature).substr(0, 8));
@@ -351,7 +352,7 @@ std::string packs_csv(const analysis::Workload& w, const Packing& p) {
   for (const Pack& pk : p.packs) {
     const GpuOps& go = p.gpus[pk.gpu];
     out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}\n",
-                       g.rank_ids.empty() ? int(go.rank) : g.rank_ids[go.rank], double(pk.begin_ns) / 1e3,
+                       g.rank_id(go.rank), double(pk.begin_ns) / 1e3,
                        double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3, to_string(pk.slack), to_string(pk.bound),
                        pk.first_op, int64_t(pk.last_op), pk.signature);
   }

@@ -65,9 +65,9 @@ TEST(Pack, OptionsOutsideTheirRangeAreNamedErrors) {
   o.min_pack_ns = int64_t(2e15);
   EXPECT_EQ(refused_as(o), "--min-pack-ms");
   o = {};
-  for (double us : {-1.0, std::nan(""), 1e308}) {
-    o.critical_slack_us = us;
-    EXPECT_EQ(refused_as(o), "--critical-slack-us") << us;
+  for (int64_t ns : {int64_t(-1000), int64_t(2e12)}) {
+    o.critical_slack_ns = ns;
+    EXPECT_EQ(refused_as(o), "--critical-slack-us") << ns;
   }
 }
 

@@ -148,7 +148,7 @@ TEST(Profiled, PackPredictionsAtAnUnprofiledClockMatchTheEmulator) {
     pred_e += r.predicted_energy_j;
     true_e += r.true_energy_j;
     worst_t = std::max(worst_t, std::abs(r.predicted_busy_ns / double(r.true_busy_ns) - 1));
-    std::printf("  pack %u rank %d %-40.40s busy %.1f/%.1f us energy %.4f/%.4f J\n", r.pack, r.rank, r.first_name.c_str(),
+    std::printf("  pack %u rank %d %-40.40s busy %.1f/%.1f us energy %.4f/%.4f J\n", r.pack, r.rank_id, r.first_name.c_str(),
                 r.predicted_busy_ns / 1e3, double(r.true_busy_ns) / 1e3, r.predicted_energy_j, r.true_energy_j);
   }
   std::printf("%zu packs at %d MHz: worst pack time error %.2f %%, pack energy total error %.2f %%, step %.2f %% / %.2f %%\n",

@@ -33,7 +33,9 @@ Result<session::Options> PackFlags::options() const {
       return make_error("--min-pack-ms", "must be a number of milliseconds from 0 to 1e9");
     o.pack.min_pack_ns = int64_t(min_pack_ms * 1e6);
   }
-  o.pack.critical_slack_us = critical_us;
+  if (!(critical_us >= 0 && critical_us <= 1e9))
+    return make_error("--critical-slack-us", "must be a number of microseconds from 0 to 1e9");
+  o.pack.critical_slack_ns = int64_t(critical_us * 1e3);
   o.pack.profile_clocks = clocks;
   o.pack.per_kernel = per_kernel;
   return o;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "emo/base/ids.h"
 #include "emo/base/result.h"
 #include "emo/base/strings.h"
 #include "emo/trace/trace.h"
@@ -20,6 +21,9 @@
 namespace emo::graph {
 
 using NodeId = uint32_t;
+// A rank's position in the step (0 .. ranks − 1): what per-rank vectors are indexed by. Its rank
+// number in the job is Graph::rank_id(i).
+using RankIndex = StrongId<struct RankIndexTag>;
 using PointId = uint32_t;
 inline constexpr uint32_t kNoId = 0xffffffffu;
 
@@ -120,6 +124,9 @@ struct Graph {
   StringTable strings;
   BuildStats stats;
 
+  size_t num_ranks() const { return rank_paths.size(); }
+  // The rank number of the rank at `r` (distributedInfo.rank, or its position where the traces have none).
+  int rank_id(RankIndex r) const { return r.index() < rank_ids.size() ? rank_ids[r.index()] : int(r.value()); }
   size_t num_nodes() const { return kind.size(); }
   size_t num_points() const { return 2 * kind.size(); }
   int64_t measured_begin_ns() const;

@@ -103,7 +103,7 @@ nlohmann::json policy_json(const Problem& problem, const Solution& s, double max
 // Checks a policy against a workload and device: schema, device name, ranks and GPU-op counts, and the
 // names of each pack's first/last op. Returns per pack (in the file's order) the clock and op range.
 struct AppliedPack {
-  uint32_t rank = 0;  // graph rank index
+  graph::RankIndex rank;
   uint32_t first = 0, last = 0;
   int clock_mhz = 0;
   int64_t issue_at_ns = 0;

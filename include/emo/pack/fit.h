@@ -61,8 +61,6 @@ struct PackModels {
   std::vector<int> clocks_mhz;           // profiled clocks
   std::vector<SignatureModel> signatures;
   std::vector<GpuCorrection> gpus;
-  // Per profiled clock: the profiled step's time per GPU (measured) — used for fidelity reports.
-  std::vector<std::vector<double>> step_s;
 
   // Duration of the signature's work at f relative to the reference clock.
   double time_ratio(uint32_t sig, double clock_mhz) const;

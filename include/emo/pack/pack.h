@@ -24,8 +24,8 @@ enum class Boundness : uint8_t { kCompute, kMemory, kCommunication, kIdle };
 const char* to_string(SlackClass c);
 const char* to_string(Boundness b);
 
-// Boundness of a GPU op from its name (a public heuristic; profiling refines it): GEMM/attention/conv ->
-// compute, NCCL -> communication, elementwise/reduction/copy -> memory.
+// Boundness of a GPU op from its name (model::classify_kernel_name, emo/model/kernel_names.h; profiling
+// refines it); a copy is memory-bound whatever its name.
 Boundness boundness_of_name(std::string_view name, bool is_copy);
 
 // Every rank's GPU ops (kernels, memcpy, memset) in index order: measured start time, ties broken by
@@ -35,7 +35,7 @@ std::vector<std::vector<graph::NodeId>> gpu_ops_in_index_order(const graph::Grap
 struct PackOptions {
   double min_switch_multiple = 1.0;  // packs last at least this × the switching latency (median)
   int64_t min_pack_ns = -1;          // overrides the above when >= 0
-  double critical_slack_us = 50;     // an op with at most this much slack is on the critical path
+  int64_t critical_slack_ns = 50000;  // an op with at most this much slack is on the critical path
   int64_t idle_gap_ns = 1000000;     // idle gaps at least this long are atoms of their own
   bool split_slack = true;           // cut atoms where the slack class changes
   bool split_boundness = true;       // cut atoms where the boundness changes
@@ -43,12 +43,12 @@ struct PackOptions {
   // that measures what packing costs in energy; signatures are then per kernel name and stream.
   bool per_kernel = false;
   int profile_clocks = 4;            // clocks in the profiling plan (see plan_clocks)
-  double profile_window_s = 2.0;     // energy-counter window per profiled clock
+  int64_t profile_window_ns = 2000000000;  // energy-counter window per profiled clock
 };
 
 // One GPU of the step: its ops in index order.
 struct GpuOps {
-  uint32_t rank = 0;
+  graph::RankIndex rank;
   std::vector<graph::NodeId> ops;
   std::vector<uint32_t> occurrence;  // per op: earlier ops with the same name on the same stream
 };
@@ -97,7 +97,7 @@ struct Packing {
   int64_t kernel_units = 0;     // kernel_ops × plan clocks: per-kernel profiling
   int64_t profiled_units = 0;   // signatures × plan clocks
   int plan_steps = 0;           // steps run per profiled clock
-  double profiling_gpu_s = 0;   // GPU-seconds of profiling runs the plan needs
+  int64_t profiling_gpu_ns = 0;  // GPU time of the profiling runs the plan needs
   double reduction() const { return profiled_units > 0 ? double(kernel_units) / double(profiled_units) : 0; }
 };
 
