@@ -13,17 +13,12 @@
 namespace emo::model {
 namespace {
 
-device::DeviceProfile profile(const char* name) {
-  auto p = device::builtin_profile(name);
-  EXPECT_TRUE(p.ok());
-  return *p;
-}
+using test::write;
+using test::run;
+using test::slurp;
+using test::profile;
 
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+
 
 // A Perseus-format stage profile generated from a known model: 2 units x clocks 855..1410 step 15.
 std::string synthetic_perseus(const std::string& dir, const device::DeviceProfile& p) {
@@ -227,16 +222,7 @@ TEST(ModelDataset, V100DatasetsLoadWithTheirLayouts) {
 }
 
 // The CLI contract: exit 1 with an `error:` line on bad input, 2 on usage errors, JSON keys present.
-int run(const std::string& args, const std::string& out) {
-  std::string cmd = std::string(EMO_BINARY) + " " + args + " > " + out + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(ModelCli, BadInputExitsOneAndUsageErrorsExitTwo) {
   std::string dir = test::temp_dir("model_cli");

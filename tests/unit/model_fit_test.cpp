@@ -7,15 +7,13 @@
 
 #include "emo/device/profile.h"
 #include "emo/model/models.h"
+#include "test_util.h"
 
 namespace emo::model {
 namespace {
 
-device::DeviceProfile profile(const char* name) {
-  auto p = device::builtin_profile(name);
-  EXPECT_TRUE(p.ok());
-  return *p;
-}
+using test::profile;
+
 
 TimeModel time_model(const device::DeviceProfile& p, double tc, double tm, double to) {
   TimeModel t;

@@ -22,11 +22,10 @@
 namespace emo::pipeline {
 namespace {
 
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using test::write;
+using test::run;
+using test::slurp;
+
 
 // "F0 F1 B0 ..." for one stage's program.
 std::string program_string(const PipelineDag& d, int stage) {
@@ -604,16 +603,7 @@ TEST(PipelinePlan, StageScheduleAndItsFilesAreThePlanInProgramOrder) {
 }
 
 // The CLI contract.
-int run(const std::string& args, const std::string& out) {
-  std::string cmd = std::string(EMO_BINARY) + " " + args + " > " + out + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(PipelineCli, BadInputExitsOneAndUsageErrorsExitTwo) {
   std::string dir = test::temp_dir("pipeline_cli");

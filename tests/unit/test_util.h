@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +19,7 @@
 
 #include "emo/backends/evaluation.h"
 #include "emo/backends/target.h"
+#include "emo/device/profile.h"
 
 namespace emo::test {
 
@@ -44,6 +50,33 @@ inline std::string temp_dir(const std::string& tag) {
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   return base.string();
+}
+
+// `text` written to DIR/NAME; returns the path.
+inline std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The whole file ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs `emo ARGS` with stdout and stderr into `out`; its exit status (-1 when it did not exit).
+inline int run(const std::string& args, const std::string& out) {
+  std::string cmd = std::string(EMO_BINARY) + " " + args + " > " + out + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A built-in device profile (the test fails where the name is not one).
+inline device::DeviceProfile profile(const char* name) {
+  auto p = device::builtin_profile(name);
+  EXPECT_TRUE(p.ok()) << name;
+  return p.ok() ? *p : device::DeviceProfile{};
 }
 
 // The device `spec` names ("emulated:h100", "h100", ...), opened once for the test binary's life;
