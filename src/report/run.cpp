@@ -58,9 +58,7 @@ session::Options session_options(const RunOptions& o) {
 Result<RunResult> run(const RunOptions& o) {
   const auto t_all = std::chrono::steady_clock::now();
   if (o.out_dir.empty()) return make_error("-o", "the report folder name is empty");
-  auto opened = session::Session::open(session_options(o));
-  if (!opened) return opened.error();
-  session::Session& s = *opened;
+  EMO_RETURN_IF_ERROR(session::validate(session_options(o)));
   AtomicDir tmp;
   EMO_RETURN_IF_ERROR(tmp.open(o.out_dir, "report folder"));
   RunInfo info;
@@ -78,12 +76,12 @@ Result<RunResult> run(const RunOptions& o) {
     EMO_RETURN_IF_ERROR(synth::write_traces(o.example, (fs::path(tmp.tmp_path()) / "input").string(), &traces));
     for (const auto& t : traces) info.inputs.push_back((fs::path(tmp.final_path()) / "input" / fs::path(t).filename()).string());
     info.extra_stage_ms["synth"] = ms_since(t0);
-    session::Options so = session_options(o);
-    so.traces = traces;
-    auto again = session::Session::open(std::move(so));
-    if (!again) return again.error();
-    s = std::move(*again);
   }
+  session::Options so = session_options(o);
+  so.traces = traces;
+  auto opened = session::Session::open(std::move(so));  // the devices, opened once
+  if (!opened) return opened.error();
+  session::Session& s = *opened;
 
   // ---- the stages, then the views ----
   auto ev = s.evaluation();

@@ -51,6 +51,8 @@ class StageTimer {
   std::chrono::steady_clock::time_point t0_;
 };
 
+}  // namespace
+
 Status validate(const Options& o) {
   if (!(o.optimize.max_slowdown >= 0 && o.optimize.max_slowdown <= 1))
     return make_error("--max-slowdown", "must be between 0 and 1", "0.05 allows 5 % more step time");
@@ -60,8 +62,6 @@ Status validate(const Options& o) {
     return make_error("--profiled", "give either --profiled DIR (recorded runs) or --profile-on DEVICE, not both");
   return {};
 }
-
-}  // namespace
 
 Session::Session(std::unique_ptr<State> s) : s_(std::move(s)) {}
 Session::Session(Session&&) noexcept = default;

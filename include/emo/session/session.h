@@ -63,6 +63,9 @@ struct EvaluatedPlan {
   double saving_pct = 0, slowdown_pct = 0;  // measured, against the default clocks' run
 };
 
+// The options' own checks (each error names its flag), without opening anything.
+Status validate(const Options& options);
+
 class Session {
  public:
   // Validates the options (each error names its flag) and opens the devices, once.
