@@ -89,4 +89,16 @@ Result<DeviceProfile> profile_from_json(std::string_view text, const std::string
 std::string profile_to_json(const DeviceProfile& profile, int indent = 2);
 std::string profiles_to_json(const std::vector<DeviceProfile>& profiles, int indent = 2);
 
+// The listing of `emo devices` (src/device/listing.cpp). The profiles named (built-in names or JSON
+// files, in order), or, when none is named, every built-in profile; the first that does not load ->
+// its Error.
+Result<std::vector<DeviceProfile>> load_profiles(const std::vector<std::string>& names_or_paths);
+// One line (with its '\n'): name, model, clock range, default and memory clock, TDP, idle power,
+// switch latency and V(f) knee.
+std::string profile_summary_line(const DeviceProfile& profile);
+// Every value with its unit and source, a line each, under a "NAME (MODEL)" heading.
+std::string profile_detail_text(const DeviceProfile& profile);
+// Each profile's summary line, or (detail) its detail text.
+std::string profiles_text(const std::vector<DeviceProfile>& profiles, bool detail);
+
 }  // namespace emo::device
