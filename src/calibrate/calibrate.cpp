@@ -12,6 +12,8 @@
 // each; the voltage curve is the one whose best linear fit leaves the smallest relative error.
 #include "emo/calibrate/calibrate.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -722,6 +724,27 @@ std::string to_json(const CalibrationResult& r, int indent) {
   j["warnings"] = r.warnings;
   j["profile"] = ojson::parse(device::profile_to_json(r.profile));
   return j.dump(indent);
+}
+
+std::string to_text(const CalibrationResult& r) {
+  const auto& p = r.profile;
+  std::string out =
+      fmt::format("{} ({}): calibrated from the {} profile at {} clocks ({}..{} MHz), {} runs\n",
+                  r.device_spec, r.model_name, r.base_profile, r.clocks_mhz.size(), r.clocks_mhz.front(),
+                  r.clocks_mhz.back(), r.measurements.size());
+  out += fmt::format("  V(f):   knee {:.0f} MHz, floor {:.3f} x V(f_max){}\n", p.voltage.knee_mhz.value,
+                     p.voltage.floor_rel.value,
+                     r.fit.voltage_floor_seen ? "" : " (knee outside the calibrated clocks)");
+  out += fmt::format(
+      "  power:  P_const {:.1f} W, dynamic {:.1f} W at f_max (tensor-core GEMM {:.1f} W), stalled-SM "
+      "share {:.2f}, memory {:.1f} W   (rms {:.2f} %, max {:.2f} % over {} runs)\n",
+      p.power.const_w.value, p.power.dynamic_w.value, r.fit.gemm_dynamic_w, p.power.clock_frac.value,
+      p.power.mem_w.value, r.fit.power_rms_pct, r.fit.power_max_pct, r.fit.power_points);
+  out += fmt::format("  memory: knee {:.3f} x f_max, exponent {:.2f}   (stream-copy time rms {:.2f} %)\n",
+                     p.time.mem_knee_frac.value, p.time.mem_gamma.value, r.fit.copy_time_rms_pct);
+  out += fmt::format("  idle:   {:.1f} W   FMA time vs 1/f rms {:.2f} %\n", p.idle_power_w.value,
+                     r.fit.fma_time_rms_pct);
+  return out;
 }
 
 }  // namespace emo::calibrate

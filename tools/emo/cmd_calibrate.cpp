@@ -43,27 +43,6 @@ Result<backends::Target> open_for_calibration(const std::string& spec) {
   return t;
 }
 
-void print_summary(const calibrate::CalibrationResult& r) {
-  const auto& p = r.profile;
-  std::string out =
-      fmt::format("{} ({}): calibrated from the {} profile at {} clocks ({}..{} MHz), {} runs\n",
-                  r.device_spec, r.model_name, r.base_profile, r.clocks_mhz.size(), r.clocks_mhz.front(),
-                  r.clocks_mhz.back(), r.measurements.size());
-  out += fmt::format("  V(f):   knee {:.0f} MHz, floor {:.3f} x V(f_max){}\n", p.voltage.knee_mhz.value,
-                     p.voltage.floor_rel.value,
-                     r.fit.voltage_floor_seen ? "" : " (knee outside the calibrated clocks)");
-  out += fmt::format(
-      "  power:  P_const {:.1f} W, dynamic {:.1f} W at f_max (tensor-core GEMM {:.1f} W), stalled-SM "
-      "share {:.2f}, memory {:.1f} W   (rms {:.2f} %, max {:.2f} % over {} runs)\n",
-      p.power.const_w.value, p.power.dynamic_w.value, r.fit.gemm_dynamic_w, p.power.clock_frac.value,
-      p.power.mem_w.value, r.fit.power_rms_pct, r.fit.power_max_pct, r.fit.power_points);
-  out += fmt::format("  memory: knee {:.3f} x f_max, exponent {:.2f}   (stream-copy time rms {:.2f} %)\n",
-                     p.time.mem_knee_frac.value, p.time.mem_gamma.value, r.fit.copy_time_rms_pct);
-  out += fmt::format("  idle:   {:.1f} W   FMA time vs 1/f rms {:.2f} %\n", p.idle_power_w.value,
-                     r.fit.fma_time_rms_pct);
-  std::fputs(out.c_str(), stdout);
-}
-
 int run(const CalibrateArgs& a) {
   calibrate::CalibrateOptions opt;
   opt.min_seconds = a.min_seconds;
@@ -113,7 +92,7 @@ int run(const CalibrateArgs& a) {
     if (!s.ok()) return fail(s.error());
   }
   if (a.json_out == "-") return kExitOk;
-  print_summary(*res);
+  std::fputs(calibrate::to_text(*res).c_str(), stdout);
   for (const auto& w : res->warnings) warn(w);
   if (!a.profile_out.empty() && a.profile_out != "-")
     std::fputs(fmt::format("wrote {} (use it as --device {})\n", a.profile_out, a.profile_out).c_str(),

@@ -80,5 +80,7 @@ Result<CalibrationResult> fit_profile(const device::DeviceProfile& base,
 // {"schema": "emo-calibration/1", "device", "model", "base_profile", "date", "clocks_mhz",
 //  "measurements": [...], "fit": {...}, "warnings": [...], "profile": {the profile_to_json schema}}.
 std::string to_json(const CalibrationResult& result, int indent = 2);
+// What `emo calibrate` prints: the device, the clocks and runs, and the fitted V(f), power, memory and idle.
+std::string to_text(const CalibrationResult& result);
 
 }  // namespace emo::calibrate
