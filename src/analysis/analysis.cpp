@@ -122,6 +122,33 @@ std::string node_category(const Workload& w, NodeId n) {
   }
 }
 
+int64_t gpu_ops_on_path(const Workload& w, const Analysis& a) {
+  const graph::Graph& g = w.graph;
+  std::set<NodeId> seen;
+  for (NodeId n : a.critical_path.nodes) {
+    if (n < g.num_nodes() && graph::is_gpu(g.kind[n])) seen.insert(n);
+  }
+  return static_cast<int64_t>(seen.size());
+}
+
+std::vector<std::string> import_warnings(const Workload& w) {
+  std::vector<std::string> out;
+  int64_t bad = 0;
+  for (const auto& t : w.ranks) bad += t.stats.error_count();
+  if (bad > 0) out.push_back(fmt::format("{} malformed events skipped (see import_stats in --json)", bad));
+  for (const trace::RankTrace& t : w.ranks) {
+    if (t.stats.outside_profiler_window <= 0) continue;
+    std::string example = t.stats.outside_profiler_window_example;
+    if (example.rfind("name: ", 0) == 0) example = example.substr(6);
+    out.push_back(fmt::format(
+        "{}{} events outside the profiler window (or crossing its edge) dropped: the trace has no ProfilerStep, so the step is the "
+        "profiler's window (its 'Trace' span){} (outside_profiler_window in import_stats of --json)",
+        t.path.empty() ? "" : t.path + ": ", t.stats.outside_profiler_window,
+        example.empty() ? "" : "; e.g. " + example));
+  }
+  return out;
+}
+
 namespace {
 
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -178,6 +205,7 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                         {"breakdown", breakdown},
                         {"nodes", a.critical_path.nodes.size()},
                         {"gpu_ops_total", path_ops},
+                        {"gpu_ops_on_path", gpu_ops_on_path(w, a)},
                         {"gpu_ops", path}};
   json gpus = json::array();
   for (const auto& u : a.gpus) {
@@ -199,11 +227,17 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
     size_t b = s == 0 ? 0 : s < 10'000 ? 1 : s < 100'000 ? 2 : s < 1'000'000 ? 3 : s < 10'000'000 ? 4 : 5;
     ++buckets[b];
   }
+  // gpu_ops_on_critical_path is the historical name of the zero-slack count
+  // (kept for readers of older output); gpu_ops_with_no_slack says what it is.
+  // The ops on the extracted path are critical_path.gpu_ops_on_path.
   j["slack"] = {{"gpu_ops", ops},
                 {"gpu_ops_on_critical_path", critical},
+                {"gpu_ops_with_no_slack", critical},
                 {"histogram", {{"0", buckets[0]}, {"<10us", buckets[1]}, {"<100us", buckets[2]},
                                {"<1ms", buckets[3]}, {"<10ms", buckets[4]}, {">=10ms", buckets[5]}}}};
   json stats = json::array();
+  int64_t outside_window = 0;
+  for (const auto& t : w.ranks) outside_window += t.stats.outside_profiler_window;
   for (size_t r = 0; r < w.ranks.size(); ++r) {
     for (const auto& row : w.ranks[r].stats.rows) {
       stats.push_back({{"rank", g.rank_ids[r]}, {"what", row.what}, {"count", row.count},
@@ -219,6 +253,7 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"cross_stream_edges_from_sync_events", bs.cross_stream_from_sync_events},
                        {"cross_stream_edges_from_runtime_pairs", bs.cross_stream_from_runtime_pairs},
                        {"cross_stream_edges_inferred", bs.cross_stream_inferred},
+                       {"outside_profiler_window", outside_window},
                        {"notes", bs.notes}};
   if (per_kernel) {
     json ks = json::array();
@@ -255,16 +290,18 @@ std::string to_text(const Workload& w, const Analysis& a) {
     s += fmt::format("rank {} gpu {}: {} ops, busy {:.3f} ms, idle {:.3f} ms\n", g.rank_ids[u.rank], u.device,
                      u.ops, us(u.busy_ns) / 1000, us(u.idle_ns) / 1000);
   }
-  int64_t ops = 0, critical = 0;
+  int64_t ops = 0, no_slack = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (!graph::is_gpu(g.kind[n])) continue;
     ++ops;
-    critical += a.slack_ns[n] == 0;
+    no_slack += a.slack_ns[n] == 0;
   }
-  s += fmt::format("GPU ops on the critical path: {} of {}\n", critical, ops);
-  int64_t bad = 0;
-  for (const auto& t : w.ranks) bad += t.stats.error_count();
-  if (bad > 0) s += fmt::format("warning: {} malformed events skipped (see import_stats in --json)\n", bad);
+  // Two different counts: the ops the extracted path runs through, and the ops
+  // that cannot grow without moving the step's end (a superset: an op that
+  // ends exactly when a blocking CPU call returns has no slack, but the path
+  // goes through the CPU call).
+  s += fmt::format("GPU ops on the critical path: {} of {}\n", gpu_ops_on_path(w, a), ops);
+  s += fmt::format("GPU ops with no slack: {} of {}\n", no_slack, ops);
   if (g.stats.gpu_ops_without_launch > 0) {
     s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
   }

@@ -89,6 +89,18 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     return make_error("--critical-slack-us", "must be a number of microseconds from 0 to 1e9");
   if (opt.profile_window_ns <= 0) return make_error("profile window", "must be positive");
   if (opt.profile_clocks < 2) return make_error("--profile-clocks", "at least 2 clocks are needed to fit a model");
+  {  // the plan's clocks are supported clocks from the default down to max(min clock, f_max / 2)
+    const double hi = profile.default_clock_mhz.value;
+    const double lo = std::max<double>(profile.min_clock_mhz(), 0.5 * profile.max_clock_mhz());
+    const auto& mhz = profile.sm_clocks.mhz;
+    const auto usable = std::count_if(mhz.begin(), mhz.end(), [&](int c) { return c >= lo - 0.5 && c <= hi + 0.5; });
+    if (opt.profile_clocks > usable) {
+      return make_error("--profile-clocks",
+                        fmt::format("{} clocks asked; {} has {} supported clocks from {:.0f} to {:.0f} MHz, where "
+                                    "the plan profiles", opt.profile_clocks, profile.name, usable, lo, hi),
+                        fmt::format("give at most {}", usable));
+    }
+  }
   replay::Replayer rp(g);
   replay::Timeline tl;
   rp.run(tl);

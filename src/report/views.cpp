@@ -94,8 +94,14 @@ json plan_document(const optimize::Plan& p, const optimize::Plan& base) {
           {"saving_pct", pct_saved(p.energy_j, base.energy_j)}};
 }
 
+// The doubt an optimization leaves: the step's import (events dropped or outside the profiler window)
+// and, where it ran, the check's predicted-against-measured energy.
 std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& c) {
-  return s.checks() ? optimize::check_warnings(c) : std::vector<std::string>{};
+  std::vector<std::string> out = analysis::import_warnings(**s.workload());
+  if (s.checks()) {
+    for (auto& w : optimize::check_warnings(c)) out.push_back(std::move(w));
+  }
+  return out;
 }
 
 // What report.html (with_summary) and the overlays draw.

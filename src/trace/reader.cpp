@@ -516,6 +516,7 @@ class Importer {
   void handle_meta(const RawEvent& r);
   void bad(std::string_view what, const char* start, const char* end);
   void skip(Skip s, const char* start, const char* end);
+  void note_window(const RawEvent& r);
   bool cpu_id(const IdVal& v, int64_t* key);
   uint32_t lane_for(const LaneKey& key, const RawEvent& r);
   uint32_t add_collective(const RawEvent& r);
@@ -533,6 +534,11 @@ class Importer {
 
   bool has_base_ = false;
   int64_t base_ns_ = 0;
+
+  // Hull of the profiler's "Trace" spans (ns as read); empty when none.
+  bool has_window_ = false;
+  int64_t window_begin_ns_ = 0, window_end_ns_ = 0;
+  int64_t bad_windows_ = 0;
 
   std::unordered_map<LaneKey, uint32_t, LaneKeyHash> lane_index_;
   LaneKey last_key_{false, 0, 0};
@@ -959,6 +965,25 @@ void Importer::skip(Skip s, const char* start, const char* end) {
     skip_example_[s] = "event " + std::to_string(index_) + ": " + snippet(start, end);
 }
 
+// A "Trace" span (the profiler's own window) is not kept as an event, but its
+// extent is: select_step uses it as the step of traces without ProfilerStep.
+void Importer::note_window(const RawEvent& r) {
+  int64_t ts = 0, dur = 0;
+  if (!r.has_ts || !r.has_dur || r.bad_ts_type || r.bad_dur_type || !detail::parse_us_to_ns(r.ts, &ts) ||
+      !detail::parse_us_to_ns(r.dur, &dur) || dur < 0 || ts > kMaxAbsNs || ts < -kMaxAbsNs || dur > kMaxAbsNs) {
+    ++bad_windows_;
+    return;
+  }
+  if (!has_window_) {
+    has_window_ = true;
+    window_begin_ns_ = ts;
+    window_end_ns_ = ts + dur;
+  } else {
+    window_begin_ns_ = std::min(window_begin_ns_, ts);
+    window_end_ns_ = std::max(window_end_ns_, ts + dur);
+  }
+}
+
 bool Importer::cpu_id(const IdVal& v, int64_t* key) {
   if (!v.present) return false;
   if (v.is_num) {
@@ -1053,7 +1078,10 @@ void Importer::handle(const RawEvent& r, const char* start, const char* end) {
     return;
   }
   Category cat = r.has_cat ? detail::classify_category(r.cat) : Category::kUnknown;
-  if (cat == Category::kTrace) return skip(kSkipTrace, start, end);
+  if (cat == Category::kTrace) {
+    note_window(r);
+    return skip(kSkipTrace, start, end);
+  }
   if (cat == Category::kOverhead) return skip(kSkipOverhead, start, end);
   if (cat == Category::kPythonFunction && !opt_.keep_python_functions) return skip(kSkipPython, start, end);
   if (!r.has_name) return bad("event without name", start, end);
@@ -1237,6 +1265,12 @@ Result<RankTrace> Importer::finish() {
       if (it == names.end() && lane.gpu) it = names.find(LaneKey{false, lane.pid, lane.tid});
       if (it != names.end()) lane.name = it->second;
     }
+  }
+
+  if (has_window_) t.window = ProfilerWindow{window_begin_ns_, window_end_ns_ - window_begin_ns_};
+  if (bad_windows_ > 0) {
+    t.stats.rows.push_back(ImportStat{"profiler 'Trace' spans without a usable ts and dur (not used as the window)",
+                                      bad_windows_, "", false});
   }
 
   // Times: ts_ns = 0 is the earliest kept event; origin_ns is its absolute time.

@@ -3,6 +3,7 @@
 // thread); GPU work by cause (launched from inside the step), because a GPU
 // lags its CPU: a kernel launched late in step 1 may run during step 2.
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -69,38 +70,30 @@ const Step& last_complete_step(const RankTrace& t) {
   return t.steps.back();
 }
 
-}  // namespace
+// Which events belong to the span [s0, s1]: see select_step.
+struct Selection {
+  std::vector<uint8_t> keep;
+  int64_t kept = 0;
+  int64_t cut = 0;  // CPU events crossing an edge of the span
+  static constexpr size_t kNoEvent = static_cast<size_t>(-1);
+  size_t first_cut = kNoEvent;
+  size_t first_outside = kNoEvent;  // the first other event not kept
+};
 
-Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step) {
-  if (t.steps.empty()) {
-    if (step.has_value()) {
-      return make_error(t.path, "no ProfilerStep#" + std::to_string(*step) + " in the trace",
-                        "the trace has no ProfilerStep annotations; leave out the step to use "
-                        "the whole trace");
-    }
-    return int64_t{-1};
-  }
-  Step chosen;
-  if (step.has_value()) {
-    auto it = std::find_if(t.steps.begin(), t.steps.end(), [&](const Step& s) { return s.number == *step; });
-    if (it == t.steps.end()) {
-      return make_error(t.path, "no ProfilerStep#" + std::to_string(*step) + " in the trace",
-                        "available steps: " + step_list(t));
-    }
-    chosen = *it;
-  } else {
-    chosen = last_complete_step(t);
-  }
-  const int64_t s0 = chosen.ts_ns, s1 = chosen.ts_ns + chosen.dur_ns;
+// `annotations_in_span`: GPU annotations inside the span itself are kept too
+// (the profiler window: any annotation it recorded belongs to it), not only
+// those inside the kept GPU work's extent (a step: another step's annotation
+// may lie inside this step's span).
+Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotations_in_span) {
   const size_t n = t.events.size();
-  std::vector<uint8_t> keep(n, 0);
+  Selection sel;
+  std::vector<uint8_t>& keep = sel.keep;
+  keep.assign(n, 0);
 
-  // CPU side: events fully inside the step span, on any thread. Those that
-  // only overlap it (an enclosing "[param|cuda]" range, a thread op that
-  // straddles the boundary) are dropped and counted.
+  // CPU side: events fully inside the span, on any thread. Those that only
+  // overlap it (an enclosing "[param|cuda]" range, a thread op that straddles
+  // the boundary) are dropped and counted.
   std::unordered_set<int64_t> kept_corr, all_launch_corr;
-  int64_t cut = 0;
-  std::string cut_example;
   for (size_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (!is_cpu_side(e.kind)) continue;
@@ -111,7 +104,7 @@ Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step) {
       keep[i] = 1;
       if (runtime && e.correlation != kNone) kept_corr.insert(e.correlation);
     } else if (e.ts_ns < s1 && end > s0) {
-      if (cut++ == 0) cut_example = std::string(t.strings.view(e.name));
+      if (sel.cut++ == 0) sel.first_cut = i;
     }
   }
 
@@ -139,27 +132,128 @@ Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step) {
   if (g0 > g1) {
     g0 = s0;
     g1 = s1;
+  } else if (annotations_in_span) {
+    g0 = std::min(g0, s0);
+    g1 = std::max(g1, s1);
   }
   for (size_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (e.kind == EventKind::kGpuAnnotation && e.ts_ns >= g0 && e.ts_ns + e.dur_ns <= g1) keep[i] = 1;
   }
 
-  int64_t kept = 0;
-  for (uint8_t k : keep) kept += k;
-  const std::string label = "ProfilerStep#" + std::to_string(chosen.number);
-  if (cut > 0) {
-    t.stats.rows.push_back(ImportStat{"CPU events crossing the " + label + " boundary dropped", cut,
-                                      "name: " + cut_example, false});
+  for (size_t i = 0; i < n; ++i) {
+    sel.kept += keep[i];
+    if (!keep[i] && i != sel.first_cut && sel.first_outside == Selection::kNoEvent) {
+      const Event& e = t.events[i];
+      const bool crossing = is_cpu_side(e.kind) && e.ts_ns < s1 && e.ts_ns + e.dur_ns > s0;
+      if (!crossing) sel.first_outside = i;
+    }
   }
-  const int64_t outside = static_cast<int64_t>(n) - kept - cut;
-  if (outside > 0) {
-    t.stats.rows.push_back(ImportStat{"events outside " + label + " dropped", outside, "", false});
-  }
-  detail::compact(t, keep);
+  return sel;
+}
+
+void apply(RankTrace& t, const Selection& sel) {
+  detail::compact(t, sel.keep);
   detail::rebase(t);
   detail::rebuild_steps(t);
   t.stats.events_kept = static_cast<int64_t>(t.events.size());
+}
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// "cudaLaunchKernel (thread 2), 60.000 ms after the window ends": an example
+// of an event the profiler window dropped.
+std::string describe(const RankTrace& t, size_t i, int64_t s0, int64_t s1) {
+  const Event& e = t.events[i];
+  std::string s = "name: " + std::string(t.name_of(e));
+  if (e.lane < t.lanes.size()) {
+    const Lane& l = t.lanes[e.lane];
+    s += l.gpu ? " (stream " + std::to_string(l.stream) + ")" : " (thread " + std::to_string(l.tid) + ")";
+  }
+  char buf[96];
+  const int64_t end = e.ts_ns + e.dur_ns;
+  if (e.ts_ns >= s1) {
+    std::snprintf(buf, sizeof buf, ", %.3f ms after the window ends", ms(e.ts_ns - s1));
+  } else if (end <= s0) {
+    std::snprintf(buf, sizeof buf, ", %.3f ms before the window starts", ms(s0 - end));
+  } else if (e.ts_ns < s0) {
+    std::snprintf(buf, sizeof buf, ", starts %.3f ms before the window", ms(s0 - e.ts_ns));
+  } else if (end > s1) {
+    std::snprintf(buf, sizeof buf, ", ends %.3f ms after the window", ms(end - s1));
+  } else {
+    std::snprintf(buf, sizeof buf, ", inside the window but launched outside it");
+  }
+  return s + buf;
+}
+
+// A trace without ProfilerStep: its step is the profiler's window. Kineto
+// records from the profiler's start to its stop, but a background thread may
+// flush a few runtime calls after the stop (tens of ms later): kept, they would
+// stretch the step. The same rule as a step applies, with the window as span.
+void restrict_to_window(RankTrace& t) {
+  const int64_t s0 = t.window->ts_ns, s1 = t.window->ts_ns + t.window->dur_ns;
+  Selection sel = select_span(t, s0, s1, /*annotations_in_span=*/true);
+  const int64_t n = static_cast<int64_t>(t.events.size());
+  if (sel.kept == n) return;  // the usual case: everything was recorded inside the window
+  if (sel.kept == 0) {
+    // A window that holds nothing is not the recording's (e.g. a span from
+    // another profiler's clock): the trace is taken whole.
+    t.stats.rows.push_back(ImportStat{"profiler window holds no events (ignored: the whole trace is the step)", 1,
+                                      describe(t, 0, s0, s1), false});
+    return;
+  }
+  const int64_t outside = n - sel.kept - sel.cut;
+  const std::string outside_example =
+      sel.first_outside < t.events.size() ? describe(t, sel.first_outside, s0, s1) : std::string();
+  const std::string cut_example = sel.first_cut < t.events.size() ? describe(t, sel.first_cut, s0, s1) : std::string();
+  if (sel.cut > 0) {
+    t.stats.rows.push_back(ImportStat{"CPU events crossing the profiler window's edge dropped", sel.cut, cut_example,
+                                      false});
+  }
+  if (outside > 0) {
+    t.stats.rows.push_back(ImportStat{"events outside the profiler window dropped", outside, outside_example, false});
+  }
+  t.stats.outside_profiler_window = n - sel.kept;
+  t.stats.outside_profiler_window_example = outside > 0 ? outside_example : cut_example;
+  apply(t, sel);
+}
+
+}  // namespace
+
+Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step) {
+  if (t.steps.empty()) {
+    if (step.has_value()) {
+      return make_error(t.path, "no ProfilerStep#" + std::to_string(*step) + " in the trace",
+                        "the trace has no ProfilerStep annotations; leave out the step to use "
+                        "the whole trace");
+    }
+    if (t.window) restrict_to_window(t);
+    return int64_t{-1};
+  }
+  Step chosen;
+  if (step.has_value()) {
+    auto it = std::find_if(t.steps.begin(), t.steps.end(), [&](const Step& s) { return s.number == *step; });
+    if (it == t.steps.end()) {
+      return make_error(t.path, "no ProfilerStep#" + std::to_string(*step) + " in the trace",
+                        "available steps: " + step_list(t));
+    }
+    chosen = *it;
+  } else {
+    chosen = last_complete_step(t);
+  }
+  const int64_t s0 = chosen.ts_ns, s1 = chosen.ts_ns + chosen.dur_ns;
+  const int64_t n = static_cast<int64_t>(t.events.size());
+  Selection sel = select_span(t, s0, s1, /*annotations_in_span=*/false);
+  const std::string label = "ProfilerStep#" + std::to_string(chosen.number);
+  if (sel.cut > 0) {
+    t.stats.rows.push_back(ImportStat{"CPU events crossing the " + label + " boundary dropped", sel.cut,
+                                      "name: " + std::string(t.name_of(t.events[sel.first_cut])), false});
+  }
+  const int64_t outside = n - sel.kept - sel.cut;
+  if (outside > 0) {
+    t.stats.rows.push_back(ImportStat{"events outside " + label + " dropped", outside, "", false});
+  }
+  apply(t, sel);
   return chosen.number;
 }
 

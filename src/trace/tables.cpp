@@ -55,6 +55,7 @@ void rebase(RankTrace& t) {
   t.origin_ns += first;
   for (Event& e : t.events) e.ts_ns -= first;
   for (Step& s : t.steps) s.ts_ns -= first;
+  if (t.window) t.window->ts_ns -= first;
 }
 
 void sort_events(RankTrace& t) {

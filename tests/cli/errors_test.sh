@@ -167,5 +167,39 @@ if grep -q "^warning:" "$tmp/err"; then echo "FAIL: optimize whose check agrees:
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['check']['energy_gap_pct'] < 3 and j['warnings'] == [], j" \
   "$tmp/nodoubt.json" || { echo "FAIL: no doubt in --json"; fails=$((fails + 1)); }
 
+# Values that used to mean "the default" silently: an error naming the flag instead.
+for cmd in analyze whatif pack; do
+  extra=""; [ "$cmd" = whatif ] && extra="--scale cat:kernel=2"
+  expect 1 "$cmd --step -5" -- "$emo" $cmd "$t0" --step -5 $extra
+  says "$cmd --step -5" "^error: --step"
+done
+expect 2 "optimize empty --max-slowdown" -- "$emo" optimize "$t0" --max-slowdown "" --no-check
+says "optimize empty --max-slowdown" "^error: --max-slowdown: empty argument"
+expect 2 "run empty -o" -- "$emo" run "$t0" -o ""
+says "run empty -o" "^error: -o: empty argument"
+expect 1 "pack more plan clocks than the device has" -- "$emo" pack "$t0" --device h100 --profile-clocks 1000
+says "pack more plan clocks than the device has" "^error: --profile-clocks: 1000 clocks asked; h100 has"
+expect 1 "pack a billion plan clocks" -- "$emo" pack "$t0" --device h100 --profile-clocks 1000000000
+says "pack a billion plan clocks" "^error: --profile-clocks"
+
+# Without ProfilerStep the step is the profiler's window: a runtime call 60 ms after it is dropped, and
+# every subcommand that reads the step says so on stderr (not only `analyze`).
+python3 - "$(dirname "$0")/../data/traces/tiny_modern.json" "$tmp/window.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+ev = [e for e in j["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+ev.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+           "ts": 990, "dur": 230})
+ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaEventQuery", "pid": 1, "tid": 9, "ts": 61220, "dur": 3})
+j["traceEvents"] = ev
+json.dump(j, open(sys.argv[2], "w"))
+PY
+for cmd in analyze pack; do
+  expect 0 "$cmd of a trace with a stray event" -- "$emo" $cmd "$tmp/window.json"
+  says "$cmd of a trace with a stray event" "^warning: .*outside the profiler window"
+done
+expect 0 "whatif of a trace with a stray event" -- "$emo" whatif "$tmp/window.json" --scale cat:kernel=2
+says "whatif of a trace with a stray event" "^warning: .*outside the profiler window"
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -14,6 +14,12 @@ int fail(const Error& e) {
 
 void warn(const std::string& message) { std::fprintf(stderr, "warning: %s\n", message.c_str()); }
 
+Status set_step(const std::optional<int64_t>& step, std::optional<int64_t>& into) {
+  if (step && *step < 0) return make_error("--step", "must be a ProfilerStep number, 0 or more", "leave it out for the last complete step");
+  into = step;
+  return {};
+}
+
 Result<std::vector<int>> parse_clock_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
   size_t pos = 0;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ inline constexpr int kExitUsage = 2;
 // Prints `error: WHERE: WHAT` and `note: NOTE` to stderr; returns kExitBadInput.
 int fail(const Error& e);
 void warn(const std::string& message);
+// --step N into the load options: a ProfilerStep number, 0 or more (absent: the last complete step).
+Status set_step(const std::optional<int64_t>& step, std::optional<int64_t>& into);
 // "855,1140,1410" -> {855, 1140, 1410}; a bad item -> Error naming `flag`.
 Result<std::vector<int>> parse_clock_list(const std::string& text, const std::string& flag);
 

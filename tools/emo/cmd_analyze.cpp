@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "emo/analysis/analysis.h"
 #include "session_flags.h"
 
 namespace emo::cli {
@@ -12,7 +13,7 @@ struct AnalyzeArgs {
   std::string json_out;
   std::string kernels_csv;
   std::string path_csv;
-  int64_t step = -1;
+  std::optional<int64_t> step;
   bool per_kernel = false;
   bool no_split = false;
 };
@@ -37,11 +38,16 @@ void add_analyze(CLI::App& root, Action& action) {
     action = [args] {
       session::Options o;
       o.traces = args->traces;
-      if (args->step >= 0) o.load.step = args->step;
+      if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.build.split_collectives = !args->no_split;
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       if (auto an = s->analysis(); !an.ok()) return fail(an.error());
+      // Warnings about the import (malformed events, events outside the
+      // profiler window) go to stderr, whichever output was asked for.
+      if (auto w = s->workload(); w.ok()) {
+        for (const std::string& text : analysis::import_warnings(**w)) warn(text);
+      }
       if (!args->kernels_csv.empty()) {
         if (Status st = write_view(*s, *report::kernels_csv(), args->kernels_csv); !st.ok()) return fail(st.error());
       }

@@ -82,7 +82,7 @@ struct EvaluateArgs {
   std::vector<std::string> traces;
   std::string device;
   std::string json_out;
-  int64_t step = -1;
+  std::optional<int64_t> step;
   int steps = 12;
 };
 }  // namespace
@@ -104,7 +104,7 @@ void add_evaluate(CLI::App& root, Action& action) {
       session::Options o;
       o.traces = a->traces;
       o.device = a->device;
-      if (a->step >= 0) o.load.step = a->step;
+      if (Status st = set_step(a->step, o.load.step); !st.ok()) return fail(st.error());
       o.eval_steps = a->steps;
       o.policy_file = a->policy;
       auto s = session::Session::open(std::move(o));

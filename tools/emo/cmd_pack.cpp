@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "session_flags.h"
+#include "emo/analysis/analysis.h"
 
 namespace emo::cli {
 
@@ -51,6 +52,7 @@ void add_pack(CLI::App& root, Action& action) {
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
       if (auto p = s->packing(); !p.ok()) return fail(p.error());
+      for (const std::string& text : analysis::import_warnings(**s->workload())) warn(text);
       if (a->fidelity_at != 0) {
         if (auto f = s->pack_fidelity(a->fidelity_at); !f.ok()) return fail(f.error());
         if (!a->fidelity_csv.empty()) {

@@ -14,7 +14,7 @@ struct WhatIfArgs {
   std::vector<std::string> traces;
   std::vector<std::string> scales;
   std::string json_out;
-  int64_t step = -1;
+  std::optional<int64_t> step;
 };
 }  // namespace
 
@@ -39,10 +39,11 @@ void add_whatif(CLI::App& root, Action& action) {
       }
       session::Options o;
       o.traces = args->traces;
-      if (args->step >= 0) o.load.step = args->step;
+      if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       if (auto r = s->what_if(scales); !r.ok()) return fail(r.error());
+      for (const std::string& text : analysis::import_warnings(**s->workload())) warn(text);
       if (!args->json_out.empty()) {
         if (Status st = write_view(*s, *report::whatif_json(scales), args->json_out); !st.ok()) return fail(st.error());
         if (args->json_out == "-") return kExitOk;

@@ -1,6 +1,7 @@
 // emo: command-line entry. Each subcommand lives in its own cmd_*.cpp file.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli_common.h"
 
@@ -23,6 +24,16 @@ int main(int argc, char** argv) {
   emo::cli::add_run(app, action);
   emo::cli::add_pipeline(app, action);
   emo::cli::add_calibrate(app, action);
+  // An empty argument is never a value EMO reads (CLI11 would take `--max-slowdown ""` as 0 and
+  // `--step ""` as the default): a usage error naming what it was given to.
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '\0') continue;
+    const bool after_flag = i > 1 && argv[i - 1][0] == '-' && argv[i - 1][1] != '\0';
+    std::fprintf(stderr, "error: %s%s: empty argument\n", after_flag ? argv[i - 1] : "argument ",
+                 after_flag ? "" : std::to_string(i).c_str());
+    std::fprintf(stderr, "note: give a value, or leave the option out for its default\n");
+    return emo::cli::kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

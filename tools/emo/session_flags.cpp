@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "cli_common.h"
 #include "emo/base/file_util.h"
 
 namespace emo::cli {
@@ -26,7 +27,7 @@ Result<session::Options> PackFlags::options() const {
   session::Options o;
   o.traces = traces;
   o.device = device;
-  if (step >= 0) o.load.step = step;
+  EMO_RETURN_IF_ERROR(set_step(step, o.load.step));
   o.pack.min_switch_multiple = min_pack;
   if (min_pack_ms_option && min_pack_ms_option->count() > 0) {
     if (!(min_pack_ms >= 0 && min_pack_ms <= 1e9))

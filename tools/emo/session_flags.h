@@ -15,7 +15,7 @@ namespace emo::cli {
 struct PackFlags {
   std::vector<std::string> traces;
   std::string device = "h100";
-  int64_t step = -1;
+  std::optional<int64_t> step;
   double min_pack = 1.0;
   double min_pack_ms = -1;  // (only read when --min-pack-ms was given)
   CLI::Option* min_pack_ms_option = nullptr;

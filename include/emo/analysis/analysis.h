@@ -54,8 +54,20 @@ struct Analysis {
 };
 Analysis analyze(const Workload& w);
 
+// GPU ops (kernels, collective kernels, memcpys, memsets) on the extracted
+// critical path, each counted once. Not the same as the ops with no slack:
+// those are all ops on any binding chain, ties included.
+int64_t gpu_ops_on_path(const Workload& w, const Analysis& a);
+
+// What `emo analyze` warns about the import, one text per line without the
+// `warning: ` prefix: malformed events skipped, events outside the profiler's
+// window dropped (traces without ProfilerStep). Empty when there is nothing.
+std::vector<std::string> import_warnings(const Workload& w);
+
 // JSON of DESIGN.md §6 for `analyze`; `per_kernel` adds the `kernels` list.
 nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);
+// The summary `emo analyze` prints; its warnings are import_warnings(), printed
+// apart (stderr), not in this text.
 std::string to_text(const Workload& w, const Analysis& a);
 // CSV: one row per GPU op (rank, stream, name, start_us, dur_us, slack_us, critical).
 std::string kernels_csv(const Workload& w, const Analysis& a);

@@ -97,6 +97,10 @@ struct ImportStats {
   std::vector<ImportStat> rows;
   int64_t events_total = 0;  // entries of traceEvents seen
   int64_t events_kept = 0;   // complete events stored in RankTrace::events
+  // Events select_step dropped because they lie outside the profiler's window
+  // (traces without ProfilerStep only): wholly outside it, or crossing its edge.
+  int64_t outside_profiler_window = 0;
+  std::string outside_profiler_window_example;  // the first one: name, lane, where
   void add(std::string_view what, std::string_view example, bool is_error = true);
   int64_t error_count() const;
 };
@@ -104,6 +108,15 @@ struct ImportStats {
 // ProfilerStep#N span on a CPU thread.
 struct Step {
   int64_t number = -1;
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;
+};
+
+// The profiler's window: the span of the trace's "Trace" events (Kineto writes
+// one, named "PyTorch Profiler (0)", cat "Trace", from start to stop of the
+// recording; activity profilers may add their own, e.g. "__cupti_profiler__").
+// With several, their hull.
+struct ProfilerWindow {
   int64_t ts_ns = 0;
   int64_t dur_ns = 0;
 };
@@ -119,6 +132,7 @@ struct RankTrace {
   std::vector<Event> events;  // sorted by (ts_ns asc, dur_ns desc, lane): parents before children
   std::vector<CollectiveArgs> collectives;
   std::vector<Step> steps;    // sorted by ts
+  std::optional<ProfilerWindow> window;  // absent: the trace has no Trace span
   ImportStats stats;
 
   std::string_view name_of(const Event& e) const { return strings.view(e.name); }
@@ -136,10 +150,14 @@ Result<RankTrace> read_trace(const std::string& path, const ReadOptions& options
 Result<RankTrace> parse_trace(std::string_view json, const std::string& name,
                               const ReadOptions& options = {});
 
-// Restricts `t` to one ProfilerStep: CPU events that overlap the step span, GPU
-// ops launched (by correlation) from inside it, and sync records inside it.
-// `step` = the ProfilerStep number; nullopt = the last complete step. Traces
-// with no ProfilerStep are left whole. Returns the step number used (-1: whole trace).
+// Restricts `t` to one ProfilerStep: CPU events inside the step span, GPU ops
+// launched (by correlation) from inside it, and sync records inside it.
+// `step` = the ProfilerStep number; nullopt = the last complete step. A trace
+// with no ProfilerStep is restricted the same way to its profiler window (the
+// Trace span), which drops stray events a background thread recorded after the
+// profiler stopped; the events dropped are counted in
+// stats.outside_profiler_window. A trace with neither is left whole. Returns
+// the step number used (-1: no step, the profiler window or the whole trace).
 Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step);
 
 }  // namespace emo::trace
