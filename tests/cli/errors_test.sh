@@ -201,5 +201,29 @@ done
 expect 0 "whatif of a trace with a stray event" -- "$emo" whatif "$tmp/window.json" --scale cat:kernel=2
 says "whatif of a trace with a stray event" "^warning: .*outside the profiler window"
 
+# Outputs never destroy what they name: an input, another output, a link, an earlier report.
+cp "$t0" "$tmp/keep.json"
+before=$(md5sum <"$tmp/keep.json")
+expect 1 "analyze --json onto its own trace" -- "$emo" analyze "$tmp/keep.json" --json "$tmp/keep.json"
+says "analyze --json onto its own trace" "^error: --json .*is also an input"
+[ "$(md5sum <"$tmp/keep.json")" = "$before" ] || { echo "FAIL: the trace was overwritten"; fails=$((fails + 1)); }
+ln -sf "$tmp/keep.json" "$tmp/alias.json"
+expect 1 "optimize -o onto its trace through a link" -- "$emo" optimize "$tmp/keep.json" -o "$tmp/alias.json" --no-check
+says "optimize -o onto its trace through a link" "^error: -o .*is also an input"
+[ "$(md5sum <"$tmp/keep.json")" = "$before" ] || { echo "FAIL: the trace was overwritten through a link"; fails=$((fails + 1)); }
+expect 1 "pack --json and --csv on one file" -- "$emo" pack "$t0" --json "$tmp/same.out" --csv "$tmp/same.out"
+says "pack --json and --csv on one file" "is the same file as"
+echo old >"$tmp/target.json"
+ln -sf "$tmp/target.json" "$tmp/link.json"
+expect 0 "analyze --json through a link" -- "$emo" analyze "$t0" --json "$tmp/link.json"
+[ -L "$tmp/link.json" ] && grep -q '"critical_path"' "$tmp/target.json" ||
+  { echo "FAIL: the link was replaced, or its target not written"; fails=$((fails + 1)); }
+# A run whose --json cannot be written fails before it replaces an earlier report.
+mkdir -p "$tmp/oldrun" && : >"$tmp/oldrun/.emo-folder" && echo earlier >"$tmp/oldrun/summary.json"
+expect 1 "run with an unwritable --json" -- "$emo" run "$t0" -o "$tmp/oldrun" --json "$tmp/no/such/dir/s.json"
+grep -q earlier "$tmp/oldrun/summary.json" || { echo "FAIL: a failed run replaced the earlier report"; fails=$((fails + 1)); }
+expect 1 "run -o a folder holding its input" -- "$emo" run "$tmp/oldrun/../keep.json" -o "$tmp"
+says "run -o a folder holding its input" "^error: -o "
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

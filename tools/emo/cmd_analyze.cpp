@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "emo/base/file_util.h"
 #include "emo/analysis/analysis.h"
 #include "session_flags.h"
 
@@ -36,6 +37,7 @@ void add_analyze(CLI::App& root, Action& action) {
                 "keep each collective kernel whole instead of splitting wait-for-peers from transfer");
   sub->callback([args, &action] {
     action = [args] {
+      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       session::Options o;
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());

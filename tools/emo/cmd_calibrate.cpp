@@ -44,6 +44,7 @@ Result<backends::Target> open_for_calibration(const std::string& spec) {
 }
 
 int run(const CalibrateArgs& a) {
+  if (Status st = check_outputs({}, {{"--json", a.json_out}, {"-o", a.profile_out}}); !st.ok()) return fail(st.error());
   calibrate::CalibrateOptions opt;
   opt.min_seconds = a.min_seconds;
   if (!a.clocks.empty()) {

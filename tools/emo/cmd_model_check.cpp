@@ -22,6 +22,7 @@ struct ModelCheckArgs {
 };
 
 int run(const ModelCheckArgs& a) {
+  if (Status st = check_outputs({a.job.file}, {{"--json", a.json_out}}); !st.ok()) return fail(st.error());
   model::CheckJobOptions o = a.job;
   auto format = model::parse_format(a.format);
   if (!format) return fail(format.error());

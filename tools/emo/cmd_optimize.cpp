@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "emo/base/file_util.h"
 #include "session_flags.h"
 
 namespace emo::cli {
@@ -48,6 +49,9 @@ void add_optimize(CLI::App& root, Action& action) {
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
+      std::vector<std::string> inputs = a->flags.traces;
+      if (!a->profiled.empty()) inputs.push_back(a->profiled);
+      if (Status st = check_outputs(inputs, {{"-o", a->out}, {"--json", a->json_out}}); !st.ok()) return fail(st.error());
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
       o->profile_on = a->profile_on;
@@ -101,6 +105,9 @@ void add_evaluate(CLI::App& root, Action& action) {
   sub->add_option("--json", a->json_out, "write the comparison as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
+      std::vector<std::string> inputs = a->traces;
+      inputs.push_back(a->policy);
+      if (Status st = check_outputs(inputs, {{"--json", a->json_out}}); !st.ok()) return fail(st.error());
       session::Options o;
       o.traces = a->traces;
       o.device = a->device;

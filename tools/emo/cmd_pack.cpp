@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "emo/base/file_util.h"
 #include "session_flags.h"
 #include "emo/analysis/analysis.h"
 
@@ -45,6 +46,9 @@ void add_pack(CLI::App& root, Action& action) {
     action = [a] {
       if (a->fidelity_at == 0 && (!a->fidelity_csv.empty() || !a->profiled.empty() || !a->profile_on.empty()))
         return fail(Error{"--fidelity-csv/--profiled/--profile-on", "only apply with --fidelity-at MHz", ""});
+      std::vector<std::string> inputs = a->flags.traces;
+      if (!a->profiled.empty()) inputs.push_back(a->profiled);
+      if (Status st = check_outputs(inputs, {{"--json", a->json_out}, {"--csv", a->csv_out}, {"--fidelity-csv", a->fidelity_csv}}); !st.ok()) return fail(st.error());
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
       o->profile_on = a->profile_on;
@@ -93,6 +97,7 @@ void add_profile(CLI::App& root, Action& action) {
   sub->add_option("-o,--output", a->out, "folder to write (replaced only once complete)")->required();
   sub->callback([a, &action] {
     action = [a] {
+      if (Status st = check_outputs(a->flags.traces, {{"-o", a->out}}); !st.ok()) return fail(st.error());
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
       auto s = session::Session::open(std::move(*o));

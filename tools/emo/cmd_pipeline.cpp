@@ -23,6 +23,9 @@ struct PipelineArgs {
 };
 
 int run(const PipelineArgs& a) {
+  if (Status st = check_outputs({a.job.profile, a.job.compare}, {{"--json", a.json_out}, {"--plan", a.job.plan_file}});
+      !st.ok())
+    return fail(st.error());
   pipeline::JobOptions o = a.job;
   if (a.plan_at_opt->count()) o.plan_at_s = a.plan_at;
   if (a.max_slowdown_opt->count()) o.max_slowdown = a.max_slowdown;

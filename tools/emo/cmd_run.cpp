@@ -54,11 +54,22 @@ void add_run(CLI::App& root, Action& action) {
       report::RunOptions o = a->options;
       o.check = !a->no_check;
       if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
+      std::vector<std::string> inputs = o.traces;
+      if (!o.profiled_dir.empty()) inputs.push_back(o.profiled_dir);
+      if (Status st = check_outputs(inputs, {{"-o", o.out_dir}, {"--json", a->json_out}}); !st.ok())
+        return fail(st.error());
+      // The --json file is opened before the run, so that a path that cannot be written fails the run
+      // before the report folder replaces an earlier one.
+      AtomicFile json;
+      if (!a->json_out.empty()) {
+        if (Status st = json.open(a->json_out); !st.ok()) return fail(st.error());
+      }
       auto r = report::run(o);
       if (!r.ok()) return fail(r.error());
       for (const auto& w : r->summary["summary"].value("warnings", std::vector<std::string>{})) warn(w);
       if (!a->json_out.empty()) {
-        Status st = write_file_atomic(a->json_out, r->summary.dump(1) + "\n");
+        Status st = json.write(r->summary.dump(1) + "\n");
+        if (st.ok()) st = json.commit();
         if (!st.ok()) return fail(st.error());
         if (a->json_out == "-") return kExitOk;
       }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "emo/base/file_util.h"
 #include "session_flags.h"
 #include "emo/analysis/analysis.h"
 
@@ -31,6 +32,7 @@ void add_whatif(CLI::App& root, Action& action) {
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->callback([args, &action] {
     action = [args] {
+      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}}); !st.ok()) return fail(st.error());
       std::vector<analysis::Scale> scales;
       for (const auto& text : args->scales) {
         auto s = analysis::parse_scale(text);
