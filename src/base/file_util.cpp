@@ -374,6 +374,17 @@ AtomicFile::~AtomicFile() {
   }
 }
 
+Status AtomicFile::write_in_place(int fd, const std::string& path) {
+  f_ = ::fdopen(fd, "wb");
+  if (!f_) {
+    const int err = errno;
+    ::close(fd);
+    return make_error(path, "cannot write: " + errno_text(err));
+  }
+  mode_ = Mode::kInPlace;
+  return {};
+}
+
 Status AtomicFile::open(const std::string& path) {
   if (f_) return make_error(path, "cannot write: another file is open in this writer");
   path_ = path;
@@ -393,14 +404,7 @@ Status AtomicFile::open(const std::string& path) {
     }
     const int fd = ::fcntl(resolved->fd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0) return make_error(path, "cannot write: " + errno_text(errno));
-    f_ = ::fdopen(fd, "wb");
-    if (!f_) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(path, "cannot write: " + errno_text(err));
-    }
-    mode_ = Mode::kInPlace;
-    return {};
+    return write_in_place(fd, path);
   }
   target_ = resolved->path;
   struct stat st{};
@@ -415,14 +419,7 @@ Status AtomicFile::open(const std::string& path) {
                           "emo writes files, devices and pipes; give another output path");
       return make_error(path, "cannot write: " + errno_text(err));
     }
-    f_ = ::fdopen(fd, "wb");
-    if (!f_) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(path, "cannot write: " + errno_text(err));
-    }
-    mode_ = Mode::kInPlace;
-    return {};
+    return write_in_place(fd, path);
   }
   // A regular file, or nothing yet: a temporary beside the target, renamed over it by commit().
   const std::string base = target_ + ".tmp." + std::to_string(::getpid());

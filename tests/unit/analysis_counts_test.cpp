@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "emo/analysis/analysis.h"
+#include "test_util.h"
 #include "trace_json.h"
 
 namespace emo {
@@ -16,16 +17,7 @@ namespace {
 
 using test::TraceJson;
 
-analysis::Workload load(const std::string& json) {
-  std::vector<trace::RankTrace> ranks;
-  auto t = trace::parse_trace(json, "counts.json");
-  EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
-  if (!t.ok()) return {};
-  ranks.push_back(std::move(t).value());
-  auto w = analysis::assemble(std::move(ranks), {});
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
-  return w.ok() ? std::move(w).value() : analysis::Workload{};
-}
+analysis::Workload load(const std::string& json) { return test::workload_of({json}); }
 
 int64_t zero_slack(const analysis::Workload& w, const analysis::Analysis& a) {
   int64_t n = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "emo/analysis/analysis.h"
+#include "test_util.h"
 #include "trace_json.h"
 
 namespace emo {
@@ -10,18 +11,7 @@ namespace {
 
 using test::TraceJson;
 
-analysis::Workload load(const std::vector<std::string>& jsons) {
-  std::vector<trace::RankTrace> ranks;
-  for (size_t i = 0; i < jsons.size(); ++i) {
-    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
-    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
-    if (!t.ok()) return {};
-    ranks.push_back(std::move(t).value());
-  }
-  auto w = analysis::assemble(std::move(ranks), {});
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
-  return w.ok() ? std::move(w).value() : analysis::Workload{};
-}
+analysis::Workload load(const std::vector<std::string>& jsons) { return test::workload_of(jsons); }
 
 // Predicted step span (µs) with the given scales.
 double predict(const analysis::Workload& w, const std::vector<std::string>& scales) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "emo/analysis/analysis.h"
 #include "emo/backends/evaluation.h"
 #include "emo/backends/target.h"
 #include "emo/device/profile.h"
@@ -77,6 +78,21 @@ inline device::DeviceProfile profile(const char* name) {
   auto p = device::builtin_profile(name);
   EXPECT_TRUE(p.ok()) << name;
   return p.ok() ? *p : device::DeviceProfile{};
+}
+
+// The step of trace texts (one per rank, parsed as "rank<i>.json"), assembled as `emo analyze` would;
+// the test fails (and an empty workload comes back) where one does not parse or assemble.
+inline analysis::Workload workload_of(const std::vector<std::string>& jsons) {
+  std::vector<trace::RankTrace> ranks;
+  for (size_t i = 0; i < jsons.size(); ++i) {
+    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
+    if (!t.ok()) return {};
+    ranks.push_back(std::move(t).value());
+  }
+  auto w = analysis::assemble(std::move(ranks), {});
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+  return w.ok() ? std::move(w).value() : analysis::Workload{};
 }
 
 // The device `spec` names ("emulated:h100", "h100", ...), opened once for the test binary's life;

@@ -38,6 +38,7 @@ class AtomicFile {
   std::FILE* handle() { return f_; }
 
  private:
+  Status write_in_place(int fd, const std::string& path);  // takes `fd` (an open descriptor) for writing
   enum class Mode { kClosed, kStream, kInPlace, kAtomic };
   std::string path_;    // as the caller spelled it: messages name it
   std::string target_;  // what commit() renames over (links resolved)
