@@ -211,7 +211,15 @@ class PolicyReader {
     auto dc = field(j, "default_clock_mhz", vt::number_unsigned, vt::number_integer);
     if (!dc) return dc.error();
     pf.default_clock_mhz = (*dc)->get<int>();
-    if (auto it = j.find("max_slowdown"); it != j.end() && it->is_number()) pf.max_slowdown = it->get<double>();
+    if (auto it = j.find("max_slowdown"); it != j.end()) {
+      if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1))
+        return make_error(path_, "max_slowdown: must be a number from 0 to 1 (a fraction: 0.05 allows 5 % more time)");
+      pf.max_slowdown = it->get<double>();
+    }
+    if (auto it = j.find("switch_latency_ms"); it != j.end()) {
+      if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1e4))
+        return make_error(path_, "switch_latency_ms: must be a number of milliseconds from 0 to 1e4");
+    }
     return {};
   }
 

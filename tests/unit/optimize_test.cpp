@@ -205,6 +205,17 @@ TEST(Policy, RoundTripsAndRejectsStaleOrForeignPolicies) {
   auto renamed = read_policy("p.json", j.dump(), s->w, s->profile);
   ASSERT_FALSE(renamed.ok());
   EXPECT_NE(renamed.error().what.find("in the trace"), std::string::npos);
+  // Hand-edited numbers out of range are refused by name, never read as a default.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"max_slowdown", -3}, {"max_slowdown", 5}, {"max_slowdown", "0.05"}, {"switch_latency_ms", -1},
+           {"switch_latency_ms", nullptr}}) {
+    j = nlohmann::json::parse(text);
+    j[key] = value;
+    auto bad = read_policy("p.json", j.dump(), s->w, s->profile);
+    ASSERT_FALSE(bad.ok()) << key << "=" << value.dump();
+    EXPECT_EQ(bad.error().what.rfind(key + ":", 0), 0u) << bad.error().what;
+    EXPECT_EQ(bad.error().where, "p.json");
+  }
 }
 
 // A clock switch into a pack is charged for the latency's spread (11.9 ms on h100) at most as long as
