@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         if (std::getenv("EMO_GAP_DEBUG") && gap > 0.01) {
           fmt::print("  dp ({}): {}\n  milp: {}\n  gpus: ", sol->policy_from, fmt::join(sol->policy.pack_clock_mhz, " "),
                      fmt::join(ex->pack_clock_mhz, " "));
-          for (const auto& pk : s->packing.packs) fmt::print("{}{} ", pk.gpu, pk.slack == pack::SlackClass::kCritical ? "c" : "s");
+          for (const auto& pk : s->packing.packs) fmt::print("{}{} ", pk.rank.index(), pk.slack == pack::SlackClass::kCritical ? "c" : "s");
           fmt::print("\n  dp time {} milp time {} target {}\n", sol->policy.time_ns, ex->time_ns, sol->plan_target_ns);
           if (std::getenv("EMO_GAP_SUBSETS")) {
             std::vector<std::vector<int>> groups;  // maximal runs of packs (per GPU) where the plans differ
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
             const auto& b = ex->pack_clock_mhz;
             for (size_t k = 0; k < a.size(); ++k) {
               if (a[k] == b[k]) continue;
-              if (!groups.empty() && groups.back().back() == int(k) - 1 && s->packing.packs[k].gpu == s->packing.packs[k - 1].gpu && b[k] == b[k-1])
+              if (!groups.empty() && groups.back().back() == int(k) - 1 && s->packing.packs[k].rank.index() == s->packing.packs[k - 1].rank.index() && b[k] == b[k-1])
                 groups.back().push_back(int(k));
               else
                 groups.push_back({int(k)});

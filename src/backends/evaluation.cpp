@@ -91,9 +91,9 @@ Result<PackFidelity> pack_fidelity(const Target& on, const analysis::Workload& w
   for (uint32_t k = 0; k < packing.packs.size(); ++k) {
     const pack::Pack& pk = packing.packs[k];
     if (pk.first_op > pk.last_op) continue;
-    const pack::GpuOps& go = packing.gpus[pk.gpu];
+    const pack::GpuOps& go = packing.gpus[pk.rank.index()];
     PackFidelityRow row;
-    row.pack = k;
+    row.pack = pack::PackIndex(k);
     row.rank_id = w.graph.rank_id(go.rank);
     row.first_name = std::string(g.strings.view(g.name[go.ops[pk.first_op]]));
     int64_t win_b = std::numeric_limits<int64_t>::max(), win_e = std::numeric_limits<int64_t>::min();
@@ -103,13 +103,13 @@ Result<PackFidelity> pack_fidelity(const Target& on, const analysis::Workload& w
       if (at.first > at.last) continue;
       std::vector<std::pair<int64_t, int64_t>> iv;
       for (uint32_t i = at.first; i <= at.last; ++i) {
-        const auto* span = index.find(g, packing, pk.gpu, i);
+        const auto* span = index.find(g, packing, pk.rank, i);
         if (span == nullptr) {
           return make_error("fidelity run", fmt::format("op '{}' of pack {} is missing from the emulated trace",
                                                         g.strings.view(g.name[go.ops[i]]), k));
         }
         // Absolute, on the trace clock (where the energy probes are).
-        const int64_t shift = pg.rank_offset_ns[pk.gpu] + min_origin;
+        const int64_t shift = pg.rank_offset_ns[pk.rank.index()] + min_origin;
         iv.emplace_back(span->first + shift, span->second + shift);
       }
       std::sort(iv.begin(), iv.end());
@@ -127,11 +127,11 @@ Result<PackFidelity> pack_fidelity(const Target& on, const analysis::Workload& w
       }
       busy_ns += ce - cb;
     }
-    const auto& rr = run->ranks[pk.gpu];
+    const auto& rr = run->ranks[pk.rank.index()];
     row.true_busy_ns = busy_ns;
     row.true_energy_j = rr.probe_energy_at(win_e) - rr.probe_energy_at(win_b);
-    const pack::PackCost pc = pack::predict_pack(packing, models, k, clock_mhz);
-    row.predicted_busy_ns = pc.busy_s * 1e9;
+    const pack::PackCost pc = pack::predict_pack(packing, models, row.pack, clock_mhz);
+    row.predicted_busy_ns = pc.busy_ns;
     row.predicted_energy_j = pc.energy_j;
     f.packs.push_back(std::move(row));
   }

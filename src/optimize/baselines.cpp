@@ -55,7 +55,7 @@ std::vector<int> pack_phases(const Search& c) {
   for (uint32_t k = 0; k < c.P; ++k) {
     double w[model::kPhases] = {0, 0, 0, 0};
     const pack::Pack& pk = p.packs[k];
-    const auto& ops = p.gpus[pk.gpu].ops;
+    const auto& ops = p.gpus[pk.rank.index()].ops;
     for (uint32_t i = pk.first_op; i <= pk.last_op && pk.first_op <= pk.last_op; ++i) {
       const model::Phase ph = model::classify_kernel_name(g.strings.view(g.name[ops[i]])).phase;
       w[static_cast<int>(ph)] += double(g.dur_ns[ops[i]]);

@@ -219,7 +219,7 @@ std::vector<std::vector<Option>> pack_options(const Problem& pr, const Prepared&
                                               const std::vector<int64_t>& pack_slack) {
   const pack::Packing& p = *pr.packing;
   double idle_all_w = 0;
-  for (size_t gi = 0; gi < p.gpus.size(); ++gi) idle_all_w += pr.models->idle_power_w(uint32_t(gi), pr.default_clock_mhz);
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) idle_all_w += pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
   std::vector<std::vector<Option>> options(p.packs.size());
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const double t_ref = pack_cost(pr, x, k, pr.default_clock_mhz).first;

@@ -175,7 +175,7 @@ void collect_durations(Oracle& o) {
       auto& d = o.var_dur[n];
       for (int c : o.x.clocks)
         d.push_back(
-            std::llround(double(g.dur_ns[n]) * o.m.op_time_ratio(o.x.op_sig[gi][i], o.x.op_pos[gi][i], c)));
+            std::llround(double(g.dur_ns[n]) * o.m.op_time_ratio(pack::SignatureIndex(o.x.op_sig[gi][i]), o.x.op_pos[gi][i], c)));
     }
   }
 }
@@ -301,11 +301,11 @@ void add_makespan(Oracle& o) {
 // Idle at the default clock beyond the packs and the gaps after them: r_g ≥ M − covered_g(x), r_g ≥ 0 (ns).
 void add_idle(Oracle& o) {
   for (size_t gi = 0; gi < o.p.gpus.size(); ++gi) {
-    const double w = o.m.idle_power_w(uint32_t(gi), o.pr.default_clock_mhz);
+    const double w = o.m.idle_power_w(graph::RankIndex(uint32_t(gi)), o.pr.default_clock_mhz);
     const int r = o.lp.add_col(GLP_LO, 0, 0, w * 1e-9);
     Row t{{r, 1.0}, {o.mcol, -1.0}};
     for (uint32_t k = 0; k < o.P; ++k) {
-      if (o.p.packs[k].gpu != gi) continue;
+      if (o.p.packs[k].rank.index() != gi) continue;
       for (size_t c = 0; c < o.C; ++c) {
         t.emplace_back(o.xcol(k, c), o.cost_kc[k * o.C + c].first * 1e9 +
                                          double(o.x.pack_idle_ns[k] + o.x.gap_after_ns[k]));
@@ -357,7 +357,7 @@ void add_switches(Oracle& o) {
       1e-3;
   if (spread_s <= 0) return;
   std::vector<std::vector<uint32_t>> gpu_packs(o.p.gpus.size());
-  for (uint32_t k = 0; k < o.P; ++k) gpu_packs[o.p.packs[k].gpu].push_back(k);
+  for (uint32_t k = 0; k < o.P; ++k) gpu_packs[o.p.packs[k].rank.index()].push_back(k);
   for (const auto& ks : gpu_packs) {
     if (ks.size() < 2) continue;
     for (size_t i = 0; i < ks.size(); ++i) {

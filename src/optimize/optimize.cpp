@@ -22,7 +22,7 @@ Search::Search(const Problem& problem, const OptimizeOptions& options, const Pre
       parallel(problem.workload->graph.num_points() >= options.parallel_min_points),
       threads(options.threads > 0 ? options.threads : worker_threads()),
       points(std::max<double>(1, double(problem.workload->graph.num_points()))), best(solution.default_plan) {
-  for (uint32_t k = 0; k < P; ++k) gpu_packs[problem.packing->packs[k].gpu].push_back(k);
+  for (uint32_t k = 0; k < P; ++k) gpu_packs[problem.packing->packs[k].rank.index()].push_back(k);
   best.name = "policy";
   // The polish is bounded by `polish_replays`, and on large graphs by work: at most
   // `polish_point_visits` replayed points in all, but never under 200 replays; the block moves alike.

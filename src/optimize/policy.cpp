@@ -49,15 +49,15 @@ class IssueTimes {
     const std::vector<int64_t> begin = begins_in(plan);
     std::vector<int> prev_clock(p_.gpus.size(), pr_.default_clock_mhz);
     for (size_t k = 0; k < p_.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
-      if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].gpu] = plan.pack_clock_mhz[k];
+      if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].rank.index()] = plan.pack_clock_mhz[k];
     }
     std::vector<int64_t> out;
     for (size_t k = 0; k < p_.packs.size(); ++k) {
       const pack::Pack& pk = p_.packs[k];
       if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
       const int clock = plan.pack_clock_mhz[k];
-      const int64_t lead = clock >= prev_clock[pk.gpu] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
-      prev_clock[pk.gpu] = clock;
+      const int64_t lead = clock >= prev_clock[pk.rank.index()] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
+      prev_clock[pk.rank.index()] = clock;
       int64_t issue = begin[k] - lead;
       if (issue < 0) issue += plan.time_ns;
       out.push_back(issue);
@@ -75,7 +75,7 @@ class IssueTimes {
       const pack::Pack& pk = p_.packs[k];
       out[k] = pk.begin_ns;
       if (pk.first_op > pk.last_op) continue;
-      const NodeId n = p_.gpus[pk.gpu].ops[pk.first_op];
+      const NodeId n = p_.gpus[pk.rank.index()].ops[pk.first_op];
       out[k] += (tl.start(n) - tl.begin_ns) - (x_.first_start0[k] - x_.begin0);
     }
     return out;
@@ -115,7 +115,7 @@ Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double m
   for (size_t k = 0; k < p.packs.size(); ++k) {
     const pack::Pack& pk = p.packs[k];
     if (pk.first_op > pk.last_op) continue;
-    pf.packs.push_back({p.gpus[pk.gpu].rank, pk.first_op, pk.last_op, s.policy.pack_clock_mhz[k], issue[pf.packs.size()]});
+    pf.packs.push_back({pk.rank, pk.first_op, pk.last_op, s.policy.pack_clock_mhz[k], issue[pf.packs.size()]});
   }
   for (const Plan& b : s.baselines) pf.baselines.push_back({b.name, listed_clocks(p, b), issue_times.of(b)});
   // In the file's order (a JSON object's keys, by name), so that a policy applied from memory and one
@@ -144,7 +144,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   for (size_t k = 0; k < p.packs.size(); ++k) {
     const pack::Pack& pk = p.packs[k];
     if (pk.first_op > pk.last_op) continue;
-    const pack::GpuOps& go = p.gpus[pk.gpu];
+    const pack::GpuOps& go = p.gpus[pk.rank.index()];
     packs.push_back({{"rank", g.rank_id(go.rank)}, {"clock_mhz", s.policy.pack_clock_mhz[k]},
                      {"issue_at_us", double(issue[packs.size()]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
                      {"last", op_ref(g, go, pk.last_op)}});

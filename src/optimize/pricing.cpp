@@ -16,9 +16,9 @@ namespace detail {
 namespace {
 
 std::pair<double, double> pack_cost_uncached(const Problem& pr, const Prepared& x, uint32_t k, double f) {
-  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, k, f);
+  const pack::PackCost c = pack::predict_pack(*pr.packing, *pr.models, pack::PackIndex(k), f);
   const double gap_s = k < x.gap_after_ns.size() ? double(x.gap_after_ns[k]) * 1e-9 : 0.0;
-  return {c.busy_s, c.energy_j + gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f)};
+  return {c.busy_ns * 1e-9, c.energy_j + gap_s * pr.models->idle_power_w(pr.packing->packs[k].rank, f)};
 }
 
 // Per GPU op: its pack, its atom's signature and its position in the atom; per pack: its non-idle atoms
@@ -41,9 +41,9 @@ void map_ops(const pack::Packing& p, Prepared& x) {
       if (at.first > at.last) continue;
       x.pack_atoms[k].push_back(a);
       for (uint32_t i = at.first; i <= at.last; ++i) {
-        x.op_pack[at.gpu][i] = k;
-        x.op_sig[at.gpu][i] = at.signature;
-        x.op_pos[at.gpu][i] = i - at.first;
+        x.op_pack[at.rank.index()][i] = k;
+        x.op_sig[at.rank.index()][i] = at.signature.value();
+        x.op_pos[at.rank.index()][i] = i - at.first;
       }
     }
     x.pack_idle_ns[k] = (pk.end_ns - pk.begin_ns) - pk.busy_ns;  // negative where its atoms overlap
@@ -79,13 +79,13 @@ void owned_gaps(const Problem& pr, Prepared& x) {
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const pack::Pack& pk = p.packs[k];
     if (pk.first_op > pk.last_op) continue;
-    x.first_start0[k] = tl0.start(p.gpus[pk.gpu].ops[pk.first_op]);
+    x.first_start0[k] = tl0.start(p.gpus[pk.rank.index()].ops[pk.first_op]);
   }
   x.gap_after_ns.assign(p.packs.size(), 0);
   x.next_pack.assign(p.packs.size(), graph::kNoId);
   std::vector<uint32_t> first(p.gpus.size(), graph::kNoId), last(p.gpus.size(), graph::kNoId);
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
-    const uint32_t gi = p.packs[k].gpu;
+    const size_t gi = p.packs[k].rank.index();
     if (first[gi] == graph::kNoId) first[gi] = k;
     if (last[gi] != graph::kNoId) {
       x.next_pack[last[gi]] = k;
@@ -121,7 +121,7 @@ void fill_tables(const Problem& pr, Prepared& x) {
   for (size_t sg = 0; sg < positions.size(); ++sg) {
     for (uint32_t pos = 0; pos < positions[sg]; ++pos) {
       for (size_t c = 0; c < C; ++c)
-        x.op_ratio[(x.sig_row[sg] + pos) * C + c] = pr.models->op_time_ratio(uint32_t(sg), pos, x.clocks[c]);
+        x.op_ratio[(x.sig_row[sg] + pos) * C + c] = pr.models->op_time_ratio(pack::SignatureIndex(uint32_t(sg)), pos, x.clocks[c]);
     }
   }
   x.cost.resize(p.packs.size() * C);
@@ -150,7 +150,7 @@ void scale_durations(const Problem& pr, const Prepared& x, const std::vector<int
       const uint32_t k = x.op_pack[gi][i];
       const int ci = pack_ci.empty() ? -1 : pack_ci[k];
       const double r = ci >= 0 ? x.op_ratio[(x.sig_row[x.op_sig[gi][i]] + x.op_pos[gi][i]) * C + size_t(ci)]
-                               : pr.models->op_time_ratio(x.op_sig[gi][i], x.op_pos[gi][i], clocks[k]);
+                               : pr.models->op_time_ratio(pack::SignatureIndex(x.op_sig[gi][i]), x.op_pos[gi][i], clocks[k]);
       dur[n] = std::llround(double(dur[n]) * r);
     }
   }
@@ -160,7 +160,7 @@ void scale_durations(const Problem& pr, const Prepared& x, const std::vector<int
 int64_t begin_in(const pack::Packing& p, const Prepared& x, const replay::Timeline& tl, uint32_t k) {
   const pack::Pack& pk = p.packs[k];
   if (pk.first_op > pk.last_op) return pk.begin_ns;
-  return pk.begin_ns + (tl.start(p.gpus[pk.gpu].ops[pk.first_op]) - x.first_start0[k]);
+  return pk.begin_ns + (tl.start(p.gpus[pk.rank.index()].ops[pk.first_op]) - x.first_start0[k]);
 }
 
 // Adds to `e` each pack's energy at its clock, with the idle after it until the next pack (the clock
@@ -180,12 +180,12 @@ void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int
       const int64_t nb = begin_in(p, x, tl, nx);
       const int64_t owned_ns = nx > k ? nb - b : (time_ns - b) + nb;  // the last pack: into the next step
       const double idle_now = double(owned_ns) * 1e-9 - busy_s;
-      ek += (idle_now - idle_s - gap_s) * pr.models->idle_power_w(pk.gpu, clocks[k]);
+      ek += (idle_now - idle_s - gap_s) * pr.models->idle_power_w(pk.rank, clocks[k]);
       idle_s = idle_now;
       gap_s = 0;
     }
     e += ek;
-    covered_s[pk.gpu] += busy_s + idle_s + gap_s;
+    covered_s[pk.rank.index()] += busy_s + idle_s + gap_s;
   }
 }
 
@@ -199,7 +199,7 @@ double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>&
   add_pack_energy(pr, x, clocks, tl, time_ns, e, covered_s);
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const double rest = std::max(0.0, double(time_ns) * 1e-9 - covered_s[gi]);
-    e += rest * pr.models->idle_power_w(uint32_t(gi), pr.default_clock_mhz);
+    e += rest * pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
   }
   // Clock changes are issued so that the higher of the two clocks covers the latency's spread
   // (p99 − median; see switch_energy_j), from each GPU's pack to the next and from its last to its first.
@@ -240,8 +240,8 @@ double span_power_w(const Problem& pr, const Prepared& x, uint32_t k, double f) 
   const auto [busy_s, e] = pack_cost(pr, x, k, f);
   const double gap_s = double(x.gap_after_ns[k]) * 1e-9;
   const double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
-  const double e_span = e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
-  return busy_s + idle_s > 0 ? e_span / (busy_s + idle_s) : pr.models->idle_power_w(pr.packing->packs[k].gpu, f);
+  const double e_span = e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].rank, f);
+  return busy_s + idle_s > 0 ? e_span / (busy_s + idle_s) : pr.models->idle_power_w(pr.packing->packs[k].rank, f);
 }
 
 double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_t k, int from, int to) {
@@ -249,7 +249,7 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
   const double w = switch_spread_s(pr);
   if (w <= 0) return 0;
   const pack::Packing& p = *pr.packing;
-  const uint32_t gpu = p.packs[k].gpu;
+  const graph::RankIndex gpu = p.packs[k].rank;
   auto span_s = [&](uint32_t q) { return double(std::max<int64_t>(0, p.packs[q].end_ns - p.packs[q].begin_ns)) * 1e-9; };
   auto gap_s = [&](uint32_t q) { return double(std::max<int64_t>(0, x.gap_after_ns[q])) * 1e-9; };
   // At most half of what a pack owns is exposed at each end, so that a short pack between two higher

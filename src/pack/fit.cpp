@@ -11,14 +11,14 @@ namespace emo::pack {
 
 using graph::NodeId;
 
-double PackModels::time_ratio(uint32_t sig, double f) const {
-  const SignatureModel& s = signatures[sig];
+double PackModels::time_ratio(SignatureIndex sig, double f) const {
+  const SignatureModel& s = signatures[sig.index()];
   if (s.ref_time_s <= 0) return 1.0;
   return s.unit.time.time_s(f) / s.ref_time_s;
 }
 
-double PackModels::op_time_ratio(uint32_t sig, uint32_t pos, double f) const {
-  const SignatureModel& s = signatures[sig];
+double PackModels::op_time_ratio(SignatureIndex sig, uint32_t pos, double f) const {
+  const SignatureModel& s = signatures[sig.index()];
   if (pos >= s.op_ref_s.size() || s.op_ref_s[pos] <= 0) return time_ratio(sig, f);
   return s.op_time[pos].time_s(f) / s.op_ref_s[pos];
 }
@@ -51,7 +51,8 @@ PowerParts power_parts(const SignatureModel& s, double f) {
 
 }  // namespace
 
-double PackModels::voltage_rel(uint32_t gpu, double f) const {
+double PackModels::voltage_rel(graph::RankIndex rank, double f) const {
+  const size_t gpu = rank.index();
   const double scale = gpu < gpus.size() ? gpus[gpu].floor_scale : 1.0;
   const double floor = std::min(1.0, profile.voltage.floor_rel.value * scale);
   const double fmax = profile.max_clock_mhz();
@@ -60,9 +61,9 @@ double PackModels::voltage_rel(uint32_t gpu, double f) const {
   return floor + (1.0 - floor) * std::min(1.0, (f - knee) / (fmax - knee));
 }
 
-double PackModels::busy_power_w(uint32_t sig, uint32_t gpu, double f) const {
-  const SignatureModel& s = signatures[sig];
-  const GpuCorrection& c = gpus[gpu];
+double PackModels::busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double f) const {
+  const SignatureModel& s = signatures[sig.index()];
+  const GpuCorrection& c = gpus[gpu.index()];
   if (c.floor_scale != 1.0 || c.knee_scale != 1.0) {
     const PowerParts p = power_parts(s, f);
     if (p.split) {
@@ -76,11 +77,11 @@ double PackModels::busy_power_w(uint32_t sig, uint32_t gpu, double f) const {
   return c.static_scale * stat + c.dynamic_scale * std::max(0.0, pr.power_w - stat);
 }
 
-double PackModels::idle_power_w(uint32_t gpu, double f) const {
+double PackModels::idle_power_w(graph::RankIndex gpu, double f) const {
   // Idle: static power plus a little clocked power (the clock tree), scaled like the busy static part.
   const double v = voltage_rel(gpu, f);
   const double idle = profile.idle_power_w.value * (0.85 + 0.15 * v * v * f / profile.max_clock_mhz());
-  return gpus[gpu].static_scale * idle;
+  return gpus[gpu.index()].static_scale * idle;
 }
 
 ProfiledOps::ProfiledOps(const graph::Graph& pg) {
@@ -99,8 +100,9 @@ ProfiledOps::ProfiledOps(const graph::Graph& pg) {
   }
 }
 
-const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, const Packing& packing, uint32_t gpu,
-                                                     uint32_t i) const {
+const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, const Packing& packing,
+                                                     graph::RankIndex rank, uint32_t i) const {
+  const size_t gpu = rank.index();
   if (gpu >= index_.size()) return nullptr;
   const GpuOps& go = packing.gpus[gpu];
   const NodeId n = go.ops[i];
@@ -108,20 +110,20 @@ const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, cons
   return it == index_[gpu].end() ? nullptr : &it->second;
 }
 
-PackCost predict_pack(const Packing& p, const PackModels& m, uint32_t k, double f) {
-  const Pack& pk = p.packs[k];
+PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double f) {
+  const Pack& pk = p.packs[k.index()];
   PackCost c;
   for (uint32_t a = pk.first_atom; a <= pk.last_atom; ++a) {
     const Atom& at = p.atoms[a];
     if (at.first > at.last) continue;
-    const double t = double(at.busy_ns) * 1e-9 * m.time_ratio(at.signature, f);
-    c.busy_s += t;
-    c.energy_j += t * m.busy_power_w(at.signature, pk.gpu, f);
+    const double ratio = m.time_ratio(at.signature, f);
+    c.busy_ns += double(at.busy_ns) * ratio;
+    c.energy_j += double(at.busy_ns) * 1e-9 * ratio * m.busy_power_w(at.signature, pk.rank, f);
   }
   // Negative where the pack's atoms overlap (a collective on one stream beside compute on another):
   // their busy powers then add up, less the idle power once over the overlap, as in the fit.
   const int64_t idle_ns = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
-  c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.gpu, f);
+  c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.rank, f);
   return c;
 }
 
@@ -153,12 +155,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   std::vector<std::vector<double>> step_s(n_gpu, std::vector<double>(runs.size(), 0));
   std::vector<std::vector<double>> step_j(n_gpu, std::vector<double>(runs.size(), 0));
   // Per op of the base step: its atom's signature.
-  std::vector<std::vector<uint32_t>> op_sig(n_gpu);
-  for (size_t gi = 0; gi < n_gpu; ++gi) op_sig[gi].assign(packing.gpus[gi].ops.size(), 0);
+  std::vector<std::vector<SignatureIndex>> op_sig(n_gpu);
+  for (size_t gi = 0; gi < n_gpu; ++gi) op_sig[gi].assign(packing.gpus[gi].ops.size(), SignatureIndex(0));
   for (const Atom& a : packing.atoms) {
     for (uint32_t i = a.first; i <= a.last && a.first <= a.last; ++i) {
-      op_sig[a.gpu][i] = a.signature;
-      op_pos[a.gpu][i] = i - a.first;
+      op_sig[a.rank.index()][i] = a.signature;
+      op_pos[a.rank.index()][i] = i - a.first;
     }
   }
 
@@ -201,7 +203,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     for (size_t r = 0; r < n_gpu; ++r) {
       const GpuOps& go = packing.gpus[r];
       for (size_t i = 0; i < go.ops.size(); ++i) {
-        const auto* span = index.find(g, packing, uint32_t(r), uint32_t(i));
+        const auto* span = index.find(g, packing, graph::RankIndex(uint32_t(r)), uint32_t(i));
         if (span == nullptr) {
           const NodeId n = go.ops[i];
           return make_error(where, fmt::format("rank {}: op {} ('{}' on stream {}) is not in the profiled step", r, i,
@@ -210,8 +212,8 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         }
         // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
         const double d = double(span->second - span->first) * 1e-9;
-        sig_time[op_sig[r][i]][ri] += d;
-        auto& pt = pos_time[op_sig[r][i]];
+        sig_time[op_sig[r][i].index()][ri] += d;
+        auto& pt = pos_time[op_sig[r][i].index()];
         if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;
       }
       // Energy per step: the counter's mean power over the run × the step time.
@@ -301,8 +303,8 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       rp.f = runs[ri].clock_mhz;
       double busy = 0;
       for (const Atom& a : packing.atoms) {
-        if (a.gpu != r || a.first > a.last) continue;
-        const SignatureModel& sm = m.signatures[a.signature];
+        if (a.rank.index() != r || a.first > a.last) continue;
+        const SignatureModel& sm = m.signatures[a.signature.index()];
         const double t = double(a.busy_ns) * 1e-9 * m.time_ratio(a.signature, rp.f);
         const PowerParts p = power_parts(sm, rp.f);
         rp.S += t * p.stat;
@@ -335,9 +337,9 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       m.gpus[r] = probe;  // static_scale 1: idle_power_w gives the profile's idle power at this floor
       double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
       for (const RunParts& rp : parts) {
-        const double v0 = profile.voltage_rel(rp.f), v = m.voltage_rel(uint32_t(r), rp.f);
+        const double v0 = profile.voltage_rel(rp.f), v = m.voltage_rel(graph::RankIndex(uint32_t(r)), rp.f);
         const double k = v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
-        const double x = rp.S + rp.idle_s * m.idle_power_w(uint32_t(r), rp.f);
+        const double x = rp.S + rp.idle_s * m.idle_power_w(graph::RankIndex(uint32_t(r)), rp.f);
         const double d = rp.d_fix + k * rp.d_sm;
         so.x.push_back(x);
         so.d.push_back(d);

@@ -143,11 +143,10 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       p.signatures.push_back(std::move(s));
     }
     ++p.signatures[it->second].members;
-    return it->second;
+    return SignatureIndex(it->second);
   };
   const int64_t crit_ns = opt.critical_slack_ns;
-  for (uint32_t gi = 0; gi < p.gpus.size(); ++gi) {
-    const GpuOps& go = p.gpus[gi];
+  for (const GpuOps& go : p.gpus) {
     if (go.ops.empty()) continue;
     auto cls = [&](NodeId n) {
       SlackClass s = a.slack_ns[n] <= crit_ns ? SlackClass::kCritical : SlackClass::kSlackRich;
@@ -158,7 +157,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     size_t i = 0;
     while (i < go.ops.size()) {
       Atom at;
-      at.gpu = gi;
+      at.rank = go.rank;
       at.first = uint32_t(i);
       auto [s0, b0] = cls(go.ops[i]);
       at.slack = s0;
@@ -196,7 +195,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       i = j + 1;
       if (i < go.ops.size() && tl.start(go.ops[i]) - run_end >= opt.idle_gap_ns) {
         Atom idle;
-        idle.gpu = gi;
+        idle.rank = go.rank;
         idle.first = uint32_t(i);
         idle.last = uint32_t(i - 1);
         idle.begin_ns = run_end - tl.begin_ns;
@@ -211,14 +210,14 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   // ---- packs: group a GPU's atoms until long enough, then cut where the class changes ----
   size_t k = 0;
   while (k < p.atoms.size()) {
-    const uint32_t gi = p.atoms[k].gpu;
+    const graph::RankIndex rank = p.atoms[k].rank;
     size_t end = k;
-    while (end < p.atoms.size() && p.atoms[end].gpu == gi) ++end;
+    while (end < p.atoms.size() && p.atoms[end].rank == rank) ++end;
     const size_t pack_start = p.packs.size();
     size_t i = k;
     while (i < end) {
       Pack pk;
-      pk.gpu = gi;
+      pk.rank = rank;
       pk.first_atom = uint32_t(i);
       size_t j = i;
       while (j + 1 < end && !opt.per_kernel) {
@@ -257,7 +256,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       pk.busy_ns += at.busy_ns;
       if (at.slack == SlackClass::kCritical && at.bound != Boundness::kIdle) crit += at.busy_ns;
       if (at.bound != Boundness::kIdle) per_bound[int(at.bound)] += at.busy_ns;
-      h = fnv(h, p.signatures[at.signature].hash);
+      h = fnv(h, p.signatures[at.signature.index()].hash);
     }
     per_bound[int(Boundness::kIdle)] = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
     pk.slack = 2 * crit >= pk.busy_ns && pk.busy_ns > 0 ? SlackClass::kCritical : SlackClass::kSlackRich;
@@ -307,7 +306,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   for (const Pack& pk : p.packs) {
     if (!list_packs && listed >= 1000) break;
     ++listed;
-    const GpuOps& go = p.gpus[pk.gpu];
+    const GpuOps& go = p.gpus[pk.rank.index()];
     nlohmann::ordered_json e{{"rank", g.rank_id(go.rank)},
                              {"begin_us", double(pk.begin_ns) / 1e3},
                              {"end_us", double(pk.end_ns) / 1e3},
@@ -348,7 +347,7 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
       out += fmt::format("... {} more packs (--json for all)\n", p.packs.size() - 20);
       break;
     }
-    const GpuOps& go = p.gpus[pk.gpu];
+    const GpuOps& go = p.gpus[pk.rank.index()];
     out += fmt::format("  rank {} [{:9.3f} .. {:9.3f}] ms  {:>10}  {:>13}  {:5} ops  {}\n",
                        g.rank_id(go.rank), double(pk.begin_ns) / 1e6,
                        double(pk.end_ns) / 1e6, to_string(pk.slack), to_string(pk.bound),
@@ -362,7 +361,7 @@ std::string packs_csv(const analysis::Workload& w, const Packing& p) {
   const graph::Graph& g = w.graph;
   std::string out = "rank,begin_us,end_us,busy_us,slack_class,boundness,first_op,last_op,signature\n";
   for (const Pack& pk : p.packs) {
-    const GpuOps& go = p.gpus[pk.gpu];
+    const GpuOps& go = p.gpus[pk.rank.index()];
     out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}\n",
                        g.rank_id(go.rank), double(pk.begin_ns) / 1e3,
                        double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3, to_string(pk.slack), to_string(pk.bound),

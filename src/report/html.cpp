@@ -119,7 +119,7 @@ void timeline(std::string& h, const ReportData& d) {
   }
   for (size_t i = 0; i < p.packs.size(); ++i) {
     const pack::Pack& pk = p.packs[i];
-    const double y = top + row * double(pk.gpu);
+    const double y = top + row * double(pk.rank.index());
     const int c = i < d.pack_clock_mhz.size() ? d.pack_clock_mhz[i] : d.default_clock_mhz;
     const double x0 = X(pk.begin_ns), w = std::max(0.5, X(pk.end_ns) - x0);
     h += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"22\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.3\">"

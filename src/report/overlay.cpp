@@ -71,7 +71,7 @@ Result<std::string> overlay_json(std::string_view original, const std::string& n
   const trace::RankTrace& t = w.ranks[gpu];
   int64_t delta = 0;
   for (const pack::Pack& pk : p.packs) {
-    if (pk.gpu != gpu || pk.first_op > pk.last_op) continue;
+    if (pk.rank.index() != gpu || pk.first_op > pk.last_op) continue;
     const graph::NodeId n = p.gpus[gpu].ops[pk.first_op];
     if (g.event[n] < t.events.size()) delta = t.events[g.event[n]].ts_ns - pk.begin_ns;
     break;
@@ -86,7 +86,7 @@ Result<std::string> overlay_json(std::string_view original, const std::string& n
   fmt::format_to(out, ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":-1}}}}", kPacksPid);
   std::vector<uint32_t> mine;
   for (uint32_t i = 0; i < p.packs.size(); ++i)
-    if (p.packs[i].gpu == gpu) mine.push_back(i);
+    if (p.packs[i].rank.index() == gpu) mine.push_back(i);
   // A clock stays set until the next change: between packs the GPU runs at the clock of the pack before,
   // and before the first pack at the clock the step's last pack left (the steady state the models price).
   auto clock_of = [&](uint32_t i) { return i < d.pack_clock_mhz.size() ? d.pack_clock_mhz[i] : d.default_clock_mhz; };

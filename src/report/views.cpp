@@ -359,7 +359,7 @@ std::unique_ptr<View> fidelity_csv(int fidelity_mhz) {
       std::string name = r.first_name;
       std::replace(name.begin(), name.end(), '"', '\'');
       const double predicted_us = r.predicted_busy_ns / 1e3, true_us = double(r.true_busy_ns) / 1e3;
-      out += fmt::format("{},{},\"{}\",{},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.3f}\n", r.pack, r.rank_id, name,
+      out += fmt::format("{},{},\"{}\",{},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.3f}\n", r.pack.value(), r.rank_id, name,
                          (*f)->clock_mhz, predicted_us, true_us, pct(predicted_us, true_us), r.predicted_energy_j,
                          r.true_energy_j, pct(r.predicted_energy_j, r.true_energy_j));
     }

@@ -41,8 +41,8 @@ TEST(Pack, RepeatedLayersShareSignaturesAndPacksOutlastSwitches) {
   std::vector<uint32_t> next(p->gpus.size(), 0);
   for (const auto& pk : p->packs) {
     if (pk.first_op > pk.last_op) continue;
-    EXPECT_EQ(pk.first_op, next[pk.gpu]);
-    next[pk.gpu] = pk.last_op + 1;
+    EXPECT_EQ(pk.first_op, next[pk.rank.index()]);
+    next[pk.rank.index()] = pk.last_op + 1;
   }
   for (size_t gi = 0; gi < p->gpus.size(); ++gi) EXPECT_EQ(next[gi], p->gpus[gi].ops.size());
 }

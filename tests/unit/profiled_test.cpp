@@ -67,7 +67,7 @@ TEST(Profiled, FolderGivesTheSameModelsAsInMemoryRuns) {
   }
   for (int f : {1200, 1500}) {
     for (uint32_t k = 0; k < s.packing.packs.size(); ++k) {
-      EXPECT_NEAR(pack::predict_pack(s.packing, *m1, k, f).energy_j, pack::predict_pack(s.packing, *m2, k, f).energy_j, 1e-9);
+      EXPECT_NEAR(pack::predict_pack(s.packing, *m1, pack::PackIndex(k), f).energy_j, pack::predict_pack(s.packing, *m2, pack::PackIndex(k), f).energy_j, 1e-9);
     }
   }
 }
@@ -148,7 +148,7 @@ TEST(Profiled, PackPredictionsAtAnUnprofiledClockMatchTheEmulator) {
     pred_e += r.predicted_energy_j;
     true_e += r.true_energy_j;
     worst_t = std::max(worst_t, std::abs(r.predicted_busy_ns / double(r.true_busy_ns) - 1));
-    std::printf("  pack %u rank %d %-40.40s busy %.1f/%.1f us energy %.4f/%.4f J\n", r.pack, r.rank_id, r.first_name.c_str(),
+    std::printf("  pack %u rank %d %-40.40s busy %.1f/%.1f us energy %.4f/%.4f J\n", r.pack.value(), r.rank_id, r.first_name.c_str(),
                 r.predicted_busy_ns / 1e3, double(r.true_busy_ns) / 1e3, r.predicted_energy_j, r.true_energy_j);
   }
   std::printf("%zu packs at %d MHz: worst pack time error %.2f %%, pack energy total error %.2f %%, step %.2f %% / %.2f %%\n",

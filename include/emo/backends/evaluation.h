@@ -38,8 +38,8 @@ class EmulatedMeter final : public optimize::PlanMeter {
 
 // ---- fidelity of the pack models at a clock, against the emulated GPU's truth ----
 struct PackFidelityRow {
-  uint32_t pack = 0;  // index into Packing::packs
-  int rank_id = 0;    // the rank number in the job (Graph::rank_id)
+  pack::PackIndex pack;  // Packing::packs[pack]
+  int rank_id = 0;       // the rank number in the job (Graph::rank_id)
   std::string first_name;
   double predicted_busy_ns = 0;  // the models predict a real number
   int64_t true_busy_ns = 0;

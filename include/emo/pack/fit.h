@@ -59,18 +59,18 @@ struct GpuCorrection {
 struct PackModels {
   device::DeviceProfile profile;
   std::vector<int> clocks_mhz;           // profiled clocks
-  std::vector<SignatureModel> signatures;
-  std::vector<GpuCorrection> gpus;
+  std::vector<SignatureModel> signatures;  // [SignatureIndex]
+  std::vector<GpuCorrection> gpus;         // [RankIndex]
 
   // Duration of the signature's work at f relative to the reference clock.
-  double time_ratio(uint32_t sig, double clock_mhz) const;
+  double time_ratio(SignatureIndex sig, double clock_mhz) const;
   // The same for the op at `pos` within a member of the signature (falls back to time_ratio).
-  double op_time_ratio(uint32_t sig, uint32_t pos, double clock_mhz) const;
+  double op_time_ratio(SignatureIndex sig, uint32_t pos, double clock_mhz) const;
   // Busy power of the signature's work on a GPU at f (corrected).
-  double busy_power_w(uint32_t sig, uint32_t gpu, double clock_mhz) const;
-  double idle_power_w(uint32_t gpu, double clock_mhz) const;
+  double busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double clock_mhz) const;
+  double idle_power_w(graph::RankIndex gpu, double clock_mhz) const;
   // The GPU's V(f) relative to V(f_max): the profile's curve with the floor scaled by floor_scale.
-  double voltage_rel(uint32_t gpu, double clock_mhz) const;
+  double voltage_rel(graph::RankIndex gpu, double clock_mhz) const;
 };
 
 // A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —
@@ -79,7 +79,7 @@ class ProfiledOps {
  public:
   explicit ProfiledOps(const graph::Graph& profiled);
   // The profiled [start, end) of the base step's op `i` of GPU `gpu`; nullptr when the trace lacks it.
-  const std::pair<int64_t, int64_t>* find(const graph::Graph& base, const Packing& packing, uint32_t gpu,
+  const std::pair<int64_t, int64_t>* find(const graph::Graph& base, const Packing& packing, graph::RankIndex gpu,
                                           uint32_t i) const;
   size_t ops(uint32_t rank) const { return rank < counts_.size() ? counts_[rank] : 0; }
 
@@ -98,12 +98,12 @@ class ProfiledOps {
 
 // What the models predict for one pack run at clock f: its busy time (its atoms' busy time scaled by
 // their signatures' T(f)) and its energy (busy power over that time, idle power over the idle time
-// inside the pack, which stays as measured).
+// inside the pack, which stays as measured). A prediction, so a double, in ns as every trace time.
 struct PackCost {
-  double busy_s = 0;
+  double busy_ns = 0;
   double energy_j = 0;
 };
-PackCost predict_pack(const Packing& packing, const PackModels& models, uint32_t pack, double clock_mhz);
+PackCost predict_pack(const Packing& packing, const PackModels& models, PackIndex pack, double clock_mhz);
 
 struct FitOptions {
   // Fit each GPU's voltage floor from its step energies (GpuCorrection::floor_scale). false: the

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analysis.h"
+#include "emo/base/ids.h"
 #include "emo/base/result.h"
 #include "emo/device/profile.h"
 
@@ -46,7 +47,13 @@ struct PackOptions {
   int64_t profile_window_ns = 2000000000;  // energy-counter window per profiled clock
 };
 
-// One GPU of the step: its ops in index order.
+// Ids that cross from the packing into the models, the optimizer and the evaluation (strong types,
+// include/emo/base/ids.h): a signature's place in Packing::signatures and a pack's in Packing::packs.
+// A GPU is named by its rank's graph::RankIndex: Packing::gpus has one entry per rank, in rank order.
+using SignatureIndex = StrongId<struct SignatureTag>;
+using PackIndex = StrongId<struct PackTag>;
+
+// One GPU of the step (Packing::gpus[rank]): its ops in index order.
 struct GpuOps {
   graph::RankIndex rank;
   std::vector<graph::NodeId> ops;
@@ -54,14 +61,14 @@ struct GpuOps {
 };
 
 struct Atom {
-  uint32_t gpu = 0;                  // index into Packing::gpus
+  graph::RankIndex rank;             // its GPU: Packing::gpus[rank]
   uint32_t first = 0, last = 0;      // op indices (inclusive); first > last for an idle atom
   int64_t begin_ns = 0, end_ns = 0;  // replayed (= measured) times, from the step's start
   int64_t busy_ns = 0;               // union of its ops' intervals
   int64_t op_ns = 0;                 // sum of its ops' durations
   SlackClass slack = SlackClass::kSlackRich;
   Boundness bound = Boundness::kIdle;
-  uint32_t signature = 0;            // index into Packing::signatures
+  SignatureIndex signature;          // Packing::signatures[signature]
 };
 
 struct Signature {
@@ -73,7 +80,7 @@ struct Signature {
 };
 
 struct Pack {
-  uint32_t gpu = 0;
+  graph::RankIndex rank;  // its GPU: Packing::gpus[rank]
   uint32_t first_atom = 0, last_atom = 0;
   uint32_t first_op = 0, last_op = 0;  // op indices; first_op > last_op: a pack of idle time only
   int64_t begin_ns = 0, end_ns = 0;
