@@ -135,20 +135,28 @@ Result<Checked> optimize_checked(const Problem& pr, const OptimizeOptions& optio
     if (!pf) return pf.error();
   }
   out.solution.baselines = baselines;
-  // A baseline of the first solve that the models price lower than the checked plan is checked too, the
-  // cheapest first; the first that passes is the policy.
+  // Every baseline of the first solve that meets the plan target is checked the same way (cheapest in
+  // the models first), and the policy is the plan of least measured energy among those that pass: the
+  // kept plan (the default clocks where none passed) or a baseline. So the check cannot hand out a plan
+  // that a baseline passing the same check beats on the device.
+  double kept_j = out.fell_back ? def->energy_j : out.rounds.back().measured_energy_j;
   std::vector<size_t> order;
   for (size_t i = 0; i < baselines.size(); ++i) {
-    if (baselines[i].feasible && baselines[i].energy_j < out.solution.policy.energy_j) order.push_back(i);
+    if (baselines[i].feasible) order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return baselines[a].energy_j < baselines[b].energy_j; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return baselines[a].energy_j < baselines[b].energy_j; });
   for (size_t i : order) {
     const Plan& b = baselines[i];
     const PolicyFile::Baseline* stored = nullptr;
     for (const auto& fb : first.baselines) {
       if (fb.name == b.name) stored = &fb;
     }
-    if (!stored) continue;
+    // Nothing to measure: no stored issue times, or the clocks of the default or of the kept plan.
+    if (!stored || b.pack_clock_mhz == out.solution.default_plan.pack_clock_mhz ||
+        b.pack_clock_mhz == out.solution.policy.pack_clock_mhz) {
+      continue;
+    }
     CheckRound r;
     r.plan = b.name;
     r.reserve = options.reserve;
@@ -156,11 +164,11 @@ Result<Checked> optimize_checked(const Problem& pr, const OptimizeOptions& optio
     r.predicted_energy_j = b.energy_j;
     if (Status st = measure(r, stored->clocks_mhz, stored->issue_at_ns); !st) return st.error();
     out.rounds.push_back(r);
-    if (r.accepted) {
+    if (r.accepted && r.measured_energy_j < kept_j) {
+      kept_j = r.measured_energy_j;
       out.solution.policy = b;
       out.solution.policy_from = b.name;
       out.fell_back = false;
-      break;
     }
   }
   out.solution.policy.name = "policy";

@@ -1,6 +1,6 @@
-// The optimizer's driver: the default plan and the targets, then the DP's plan (dp.cpp) improved by the
-// search moves (moves.cpp), the baselines (baselines.cpp), and the best verified plan as the policy;
-// and the exhaustive oracle. See emo/optimize/optimize.h; the pricing of a plan is in pricing.cpp.
+// The optimizer's driver: the default plan and the targets, the DP's plan (dp.cpp) and the baselines
+// (baselines.cpp); the better of the DP's plan and the best baseline improved by the search moves
+// (moves.cpp) is the policy; and the exhaustive oracle. See emo/optimize/optimize.h; the pricing of a plan is in pricing.cpp.
 #include "emo/optimize/optimize.h"
 
 #include <fmt/format.h>
@@ -71,28 +71,34 @@ void default_plan_and_targets(const Problem& pr, const Prepared& x, const Optimi
   s.default_plan.feasible = true;
 }
 
-// The DP's plan improved by the search moves: the polish, pairs on small cases, blocks and kick and
-// repair on cases of up to 64 packs.
-Plan search_policy(Search& c, const std::vector<int64_t>& dur0, const replay::Timeline& tl0) {
-  dp_search(c, dur0, tl0);
+// The baselines, each verified by the same replay as the policy.
+std::vector<Plan> baselines(Search& c) {
+  return {static_clock_baseline(c), slack_only_baseline(c), per_phase_baseline(c)};
+}
+
+// The search's start: the DP's plan or, where the models price one lower, the best baseline — so that
+// the policy is never worse than a baseline at the same bound. Returns the start's name.
+std::string seed_search(Search& c, const std::vector<Plan>& base) {
+  std::string from = "dp";
+  for (const Plan& b : base) {
+    if (c.beats_best(b)) {
+      c.best = b;
+      from = b.name;
+    }
+  }
+  c.best.name = "policy";
+  return from;
+}
+
+// The search moves from the start: the polish, pairs on small cases, blocks and kick and repair on
+// cases of up to 64 packs.
+void improve(Search& c) {
   polish_single(c);
   polish_pairs(c);
   if (c.P <= 64) {
     polish_blocks(c);
     kick_and_repair(c);
   }
-  return c.best;
-}
-
-// The policy is the best verified plan: a baseline that the switching costs favour wins over the DP's.
-void pick_policy(Solution& s) {
-  for (const Plan& b : s.baselines) {
-    if (b.feasible && b.energy_j < s.policy.energy_j) {
-      s.policy = b;
-      s.policy_from = b.name;
-    }
-  }
-  s.policy.name = "policy";
 }
 
 }  // namespace
@@ -109,11 +115,11 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   std::vector<int64_t> dur0;
   default_plan_and_targets(pr, x, opt, s, tl0, dur0);
   Search c(pr, opt, x, s);
-  s.policy = search_policy(c, dur0, tl0);
-  s.baselines.push_back(static_clock_baseline(c));
-  s.baselines.push_back(slack_only_baseline(c));
-  s.baselines.push_back(per_phase_baseline(c));
-  pick_policy(s);
+  dp_search(c, dur0, tl0);
+  s.baselines = baselines(c);
+  s.policy_from = seed_search(c, s.baselines);
+  improve(c);
+  s.policy = c.best;
   s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }

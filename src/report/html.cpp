@@ -252,6 +252,12 @@ std::string render_html(const ReportData& d) {
                      r.measured.energy_j, r.saving_pct, r.slowdown_pct);
   }
   h += "</table>\n";
+  if (s.contains("margin") && s["margin"].is_object()) {
+    const auto& m = s["margin"];
+    h += fmt::format("<p>The policy against the best baseline within the bound (<b>{}</b>, {:.2f} % saved): "
+                     "<b>{:+.2f}</b> points of energy saved.</p>\n",
+                     esc(m.value("best_baseline", "")), m.value("baseline_saving_pct", 0.0), m.value("points", 0.0));
+  }
 
   h += "<h2>2. Packs on each GPU, colored by the policy's SM clock</h2>\n";
   timeline(h, d);

@@ -86,6 +86,52 @@ json fidelity_document(const backends::PackFidelity& f) {
           {"pack_energy_abs_error_pct", spread_json(se, we)}};
 }
 
+}  // namespace
+
+Margin measured_margin(const std::vector<EvaluatedPlan>& plans, double max_slowdown) {
+  Margin m{"default", 0, 0};
+  const EvaluatedPlan* policy = nullptr;
+  for (const EvaluatedPlan& r : plans) {
+    if (r.name == "policy") policy = &r;
+    if (r.name == "default" || r.name == "policy") continue;
+    if (r.slowdown_pct <= 100 * max_slowdown && r.saving_pct > m.baseline_saving_pct) {
+      m.best_baseline = r.name;
+      m.baseline_saving_pct = r.saving_pct;
+    }
+  }
+  m.points = (policy ? policy->saving_pct : 0) - m.baseline_saving_pct;
+  return m;
+}
+
+Margin predicted_margin(const optimize::Solution& s) {
+  Margin m{"default", 0, 0};
+  for (const optimize::Plan& b : s.baselines) {
+    const double saved = pct_saved(b.energy_j, s.default_plan.energy_j);
+    if (b.feasible && saved > m.baseline_saving_pct) {
+      m.best_baseline = b.name;
+      m.baseline_saving_pct = saved;
+    }
+  }
+  m.points = pct_saved(s.policy.energy_j, s.default_plan.energy_j) - m.baseline_saving_pct;
+  return m;
+}
+
+json margin_json(const Margin& m) {
+  return {{"best_baseline", m.best_baseline}, {"baseline_saving_pct", m.baseline_saving_pct}, {"points", m.points}};
+}
+
+namespace {
+
+// "  policy vs best baseline (static_clock, 8.04 % saved): +3.12 points (measured)".
+std::string margin_line(const Margin& m, const char* how) {
+  return fmt::format("  policy vs best baseline ({}, {:.2f} % saved): {:+.2f} points ({})\n", m.best_baseline,
+                     m.baseline_saving_pct, m.points, how);
+}
+
+}  // namespace
+
+namespace {
+
 // A predicted plan against the default clocks' plan.
 json plan_document(const optimize::Plan& p, const optimize::Plan& base) {
   return {{"time_us", double(p.time_ns) / 1e3},
@@ -170,6 +216,7 @@ Result<json> optimize_document(Session& s) {
   j["signatures"] = p.signatures.size();
   j["profiled_clocks_mhz"] = p.plan_clocks_mhz;
   j["policy_from"] = sol.policy_from;
+  j["margin"] = margin_json(predicted_margin(sol));
   j["solve_ms"] = sol.solve_ms;
   j["replays"] = sol.replays;
   if (s.checks()) j["check"] = optimize::check_json(**c);
@@ -192,6 +239,7 @@ Result<json> evaluate_document(Session& s) {
     else j["baselines"][r.name] = e;
   }
   j["max_slowdown"] = (*s.policy())->max_slowdown;
+  j["margin"] = margin_json(measured_margin(**ev, (*s.policy())->max_slowdown));
   return j;
 }
 
@@ -247,6 +295,7 @@ Result<json> summary_document(Session& s, const RunInfo& run) {
   for (size_t i = 2; i < plans.size(); ++i)
     bl[plans[i].name] = {{"saving_pct", plans[i].saving_pct}, {"slowdown_pct", plans[i].slowdown_pct}};
   sm["baselines"] = bl;
+  sm["margin"] = margin_json(measured_margin(plans, o.optimize.max_slowdown));
   sm["warnings"] = *warnings;
   sm["packs"] = p.packs.size();
   sm["signatures"] = p.signatures.size();
@@ -392,9 +441,14 @@ std::unique_ptr<View> optimize_text() {
     if ((*c)->fell_back) out += "  no plan passed the check: the policy keeps the default clocks\n";
     row(sol.default_plan);
     row(sol.policy);
-    if (sol.policy_from != "dp")
-      out += fmt::format("  (the policy is the {} plan: cheaper than the DP's once clock switches are counted)\n", sol.policy_from);
     for (const auto& b : sol.baselines) row(b);
+    out += margin_line(predicted_margin(sol), "predicted");
+    if (sol.policy_from == "default" || sol.policy_from == "dp") return out;
+    bool as_is = false;
+    for (const auto& b : sol.baselines) as_is |= b.name == sol.policy_from && b.pack_clock_mhz == sol.policy.pack_clock_mhz;
+    out += as_is ? fmt::format("  (the policy is the {} plan as it is)\n", sol.policy_from)
+                 : fmt::format("  (the search started from the {} plan, which the models price below the DP's)\n",
+                               sol.policy_from);
     return out;
   });
 }
@@ -409,14 +463,15 @@ std::unique_ptr<View> policy_file() {
 
 std::unique_ptr<View> evaluate_json() { return json_view("evaluate.json", evaluate_document); }
 
-// The measured plans as a table: name, step time, energy, time and energy against the default clocks.
-std::string measured_table(const std::vector<EvaluatedPlan>& plans) {
+// The measured plans as a table: name, step time, energy, time and energy against the default clocks;
+// then the policy's margin over the best baseline within the bound.
+std::string measured_table(const std::vector<EvaluatedPlan>& plans, double max_slowdown) {
   std::string out;
   for (const EvaluatedPlan& r : plans) {
     out += fmt::format("  {:<13} {:10.3f} ms  {:10.3f} J  {:+6.2f} % time  {:6.2f} % energy saved\n", r.name,
                        r.measured.mean_step_ns() / 1e6, r.measured.energy_j, r.slowdown_pct, r.saving_pct);
   }
-  return out;
+  return out + margin_line(measured_margin(plans, max_slowdown), "measured");
 }
 
 std::unique_ptr<View> evaluate_text() {
@@ -425,7 +480,7 @@ std::unique_ptr<View> evaluate_text() {
     if (!ev) return ev.error();
     return fmt::format("true behaviour on {} ({} steps each, first left out):\n", s.options().device,
                        s.options().eval_steps) +
-           measured_table(**ev);
+           measured_table(**ev, (*s.policy())->max_slowdown);
   });
 }
 
@@ -434,7 +489,7 @@ std::unique_ptr<View> run_text() {
     auto ev = s.evaluation();
     if (!ev) return ev.error();
     return fmt::format("true behaviour on the emulated GPU ({} steps each, first left out):\n", s.options().eval_steps) +
-           measured_table(**ev);
+           measured_table(**ev, s.options().optimize.max_slowdown);
   });
 }
 
@@ -442,12 +497,15 @@ std::unique_ptr<View> results_csv() {
   return make_view("results.csv", [](Session& s) -> Result<std::string> {
     auto ev = s.evaluation();
     if (!ev) return ev.error();
+    // vs_best_baseline_pts: each plan's saving less that of the best baseline within the bound.
+    const Margin m = measured_margin(**ev, s.options().optimize.max_slowdown);
     std::string out =
-        "name,predicted_time_us,predicted_energy_j,true_time_us,true_energy_j,saving_pct,slowdown_pct\n";
+        "name,predicted_time_us,predicted_energy_j,true_time_us,true_energy_j,saving_pct,slowdown_pct,"
+        "vs_best_baseline_pts\n";
     for (const EvaluatedPlan& r : **ev) {
-      out += fmt::format("{},{:.3f},{:.6f},{:.3f},{:.6f},{:.3f},{:.3f}\n", r.name, double(r.predicted_time_ns) / 1e3,
+      out += fmt::format("{},{:.3f},{:.6f},{:.3f},{:.6f},{:.3f},{:.3f},{:.3f}\n", r.name, double(r.predicted_time_ns) / 1e3,
                          r.predicted_energy_j, r.measured.mean_step_ns() / 1e3, r.measured.energy_j, r.saving_pct,
-                         r.slowdown_pct);
+                         r.slowdown_pct, r.saving_pct - m.baseline_saving_pct);
     }
     return out;
   });

@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "emo/base/file_util.h"
 #include "emo/report/report.h"
+#include "emo/report/views.h"
 
 namespace emo::cli {
 
@@ -73,11 +74,8 @@ void add_run(CLI::App& root, Action& action) {
         if (!st.ok()) return fail(st.error());
         if (a->json_out == "-") return kExitOk;
       }
-      std::printf("true behaviour on the emulated GPU (%d steps each, first left out):\n", o.eval_steps);
-      for (const auto& p : r->plans) {
-        std::printf("  %-13s %10.3f ms  %10.3f J  %+6.2f %% time  %6.2f %% energy saved\n", p.name.c_str(),
-                    p.measured.mean_step_ns() / 1e6, p.measured.energy_j, p.slowdown_pct, p.saving_pct);
-      }
+      std::printf("true behaviour on the emulated GPU (%d steps each, first left out):\n%s", o.eval_steps,
+                  report::measured_table(r->plans, o.max_slowdown).c_str());
       std::printf("report written to %s/ (report.html, summary.json, results.csv, packs.csv, policy.json, overlay.json)\n",
                   r->out_dir.c_str());
       return kExitOk;

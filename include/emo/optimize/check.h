@@ -41,10 +41,11 @@ class PlanMeter {
 // profiling device for a few steps, beside the default clocks. If its measured slowdown eats more than
 // half of the reserve (over max_slowdown·(1 − reserve/2)), the plan target is lowered by the measured
 // excess and the optimizer runs again, at most `rounds` times; if no round passes, the default clocks
-// are the policy. Then each baseline of the first solve that the models price below the kept plan is
-// checked the same way, cheapest first, and the first that passes becomes the policy (the baselines
-// themselves stay as solved at the user's reserve). Only step times measured on the device are read,
-// as on hardware.
+// are the policy. Then every baseline of the first solve is checked the same way (cheapest in the
+// models first; one with the kept plan's or the default's clocks is not run again), and the policy is
+// the plan of least measured energy among those that pass — so no baseline that passes the same check
+// measures below the policy (the baselines themselves stay as solved at the user's reserve). Only step
+// times and energies measured on the device are read, as on hardware.
 // A plan passes when its mean slowdown over the measured steps keeps half of the reserve (within
 // max_slowdown·(1 − reserve/2)) and the mean + 2 standard errors is within max_slowdown. Where the
 // steps vary (many clock changes whose latencies land differently from step to step) and the mean
