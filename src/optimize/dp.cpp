@@ -224,7 +224,8 @@ std::vector<std::vector<Option>> pack_options(const Problem& pr, const Prepared&
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const double t_ref = pack_cost(pr, x, k, pr.default_clock_mhz).first;
     for (int c : x.clocks) {
-      auto [t, e] = pack_cost(pr, x, k, c);
+      // A pack held at the default clock costs the same at every clock: the replay runs it at the default.
+      auto [t, e] = pack_cost(pr, x, k, x.held[k] ? pr.default_clock_mhz : c);
       const int64_t ext = int64_t((t - t_ref) * 1e9);
       const int64_t cost = std::max<int64_t>(0, ext - pack_slack[k]);
       options[k].push_back({cost, e + idle_all_w * double(cost) * 1e-9});

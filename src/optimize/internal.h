@@ -30,6 +30,9 @@ struct Prepared {
   std::vector<int64_t> first_start0;
   int64_t begin0 = 0;
   std::vector<int> clocks;
+  // Per pack: held at the default clock (a signature of it could not be fitted, pack::packs_held_at_default);
+  // every plan replayed runs these packs at the default clock, whatever it asks.
+  std::vector<char> held;
   // Tables at the candidate clocks (filled when prepare() is asked for them), so that a replay of a
   // plan looks its numbers up: the index of a clock in `clocks` by MHz (−1: not a candidate), each op's
   // time ratio per (signature, position in its atom) and clock, each pack's cost per clock.

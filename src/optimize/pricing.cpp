@@ -216,6 +216,8 @@ Prepared prepare(const Problem& pr, bool tables) {
   Prepared x;
   map_ops(*pr.packing, x);
   x.clocks = candidate_clocks(pr);
+  x.held.assign(pr.packing->packs.size(), 0);
+  for (pack::PackIndex k : pack::packs_held_at_default(*pr.packing, *pr.models)) x.held[k.index()] = 1;
   owned_gaps(pr, x);
   if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
   fill_tables(pr, x);
@@ -284,6 +286,9 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   thread_local replay::Timeline tl_buf;
   std::vector<int64_t> dur_own;
   std::vector<int64_t>& dur = dur_out ? dur_own : dur_buf;
+  for (size_t k = 0; k < clocks.size() && k < x.held.size(); ++k) {
+    if (x.held[k]) clocks[k] = pr.default_clock_mhz;
+  }
   dur.assign(g.dur_ns.begin(), g.dur_ns.end());
   scale_durations(pr, x, clocks, dur);
   replay::Replayer rp(g);

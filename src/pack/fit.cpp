@@ -110,6 +110,42 @@ const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, cons
   return it == index_[gpu].end() ? nullptr : &it->second;
 }
 
+std::vector<PackIndex> packs_held_at_default(const Packing& p, const PackModels& m) {
+  std::vector<PackIndex> out;
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    const Pack& pk = p.packs[k];
+    for (uint32_t a = pk.first_atom; a <= pk.last_atom; ++a) {
+      const Atom& at = p.atoms[a];
+      const size_t sg = at.signature.index();
+      if (at.first <= at.last && sg < m.signatures.size() && m.signatures[sg].fit_failed) {
+        out.push_back(PackIndex(k));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
+  size_t failed = 0, with_ops = 0;
+  for (size_t sg = 0; sg < p.signatures.size() && sg < m.signatures.size(); ++sg) {
+    if (p.signatures[sg].ops == 0) continue;
+    ++with_ops;
+    failed += m.signatures[sg].fit_failed ? 1 : 0;
+  }
+  if (failed == 0) return {};
+  int64_t busy = 0, busy_failed = 0;
+  for (const Atom& at : p.atoms) {
+    if (at.first > at.last) continue;
+    busy += at.busy_ns;
+    if (at.signature.index() < m.signatures.size() && m.signatures[at.signature.index()].fit_failed) busy_failed += at.busy_ns;
+  }
+  return {fmt::format("the time of {} of {} signatures ({:.1f} % of the step's GPU busy time) could not be fitted from "
+                      "the profiled runs; their {} pack(s) are held at the default clock",
+                      failed, with_ops, busy > 0 ? 100.0 * double(busy_failed) / double(busy) : 0.0,
+                      packs_held_at_default(p, m).size())};
+}
+
 PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double f) {
   const Pack& pk = p.packs[k.index()];
   PackCost c;
@@ -238,10 +274,18 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     for (size_t ri = 0; ri < runs.size(); ++ri) {
       if (sig_time[s][ri] > 0) pts.push_back({double(runs[ri].clock_mhz), sig_time[s][ri], sig_time[s][ri] * 100});
     }
-    if (pts.size() < 2) continue;
-    auto tm = model::fit_time_model(pts, profile);
-    if (!tm) continue;
-    const double t_ref = tm->time_s(fmax);
+    auto tm = pts.size() < 2 ? Result<model::TimeModel>(make_error("fit", "fewer than 2 points"))
+                             : model::fit_time_model(pts, profile);
+    const double t_ref = tm ? tm->time_s(fmax) : 0.0;
+    if (pts.empty()) continue;  // its ops took no time at any clock: nothing to scale
+    if (!tm || !(t_ref > 0) || !std::isfinite(t_ref)) {
+      // Its power at the default clock still counts: the prior's, for the time it took there.
+      double t_top = 0;
+      for (const model::Point& pt : pts) t_top = std::max(t_top, pt.time_s);
+      sm.unit = model::prior_unit_model(profile, t_top, 0.5);
+      sm.fit_failed = true;
+      continue;
+    }
     const double share = tm->compute_share(fmax);
     sm.unit = model::prior_unit_model(profile, t_ref, share);
     sm.unit.time = *tm;

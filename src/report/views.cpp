@@ -140,10 +140,13 @@ json plan_document(const optimize::Plan& p, const optimize::Plan& base) {
           {"saving_pct", pct_saved(p.energy_j, base.energy_j)}};
 }
 
-// The doubt an optimization leaves: the step's import (events dropped or outside the profiler window)
-// and, where it ran, the check's predicted-against-measured energy.
+// The doubt an optimization leaves: the step's import (events dropped or outside the profiler window),
+// signatures the models could not fit and, where it ran, the check's predicted-against-measured energy.
 std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& c) {
   std::vector<std::string> out = analysis::import_warnings(**s.workload());
+  if (auto m = s.models(); m.ok()) {
+    for (auto& w : pack::fit_warnings(**s.packing(), **m)) out.push_back(std::move(w));
+  }
   if (s.checks()) {
     for (auto& w : optimize::check_warnings(c)) out.push_back(std::move(w));
   }

@@ -33,7 +33,11 @@ struct SignatureModel {
   model::UnitModel unit;   // time and (prior) power of all members' ops together
   double ref_time_s = 0;   // T at the reference (max) clock, from the fit
   double compute_share = 0;
-  bool fitted = false;     // false: not profiled, prior used (idle signature, too few points)
+  bool fitted = false;     // false: not profiled, prior used (idle signature, or its fit failed)
+  // A signature with GPU work whose time could not be fitted (fewer than 2 profiled clocks where its
+  // ops took time, or points the fit refuses): its clock response is unknown, so the optimizer holds its
+  // packs at the default clock rather than read it as clock-insensitive (fit_warnings says so).
+  bool fit_failed = false;
   bool communication = false;  // collective / send-recv ops: power at model::kCommunicationActivity
   // Per op position within a member: T(f) of that op summed over the members. The traces time every
   // kernel anyway, so this costs no profiling; a signature that mixes compute- and memory-bound ops is
@@ -72,6 +76,12 @@ struct PackModels {
   // The GPU's V(f) relative to V(f_max): the profile's curve with the floor scaled by floor_scale.
   double voltage_rel(graph::RankIndex gpu, double clock_mhz) const;
 };
+
+// The packs that hold a signature whose fit failed: the optimizer keeps them at the default clock.
+std::vector<PackIndex> packs_held_at_default(const Packing& packing, const PackModels& models);
+// One warning per kind of doubt the fit leaves: signatures whose fit failed (how many, their share of
+// the step's GPU busy time, and that their packs are held at the default clock). Empty: none.
+std::vector<std::string> fit_warnings(const Packing& packing, const PackModels& models);
 
 // A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —
 // how a base step's op is matched in a trace recorded at another clock. Times are the profiled graph's.
