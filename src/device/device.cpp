@@ -3,8 +3,12 @@
 // return, not on Ctrl-C or a `kill`.
 #include "emo/device/device.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <iterator>
 
 namespace emo::device {
 
@@ -29,8 +33,9 @@ namespace {
 // The device whose clock is locked, for the signal handler. A signal handler can reach nothing but
 // globals; the atomic exchange makes sure only one of the handler and the guard resets.
 std::atomic<Device*> g_locked_device{nullptr};
-struct sigaction g_previous_int;
-struct sigaction g_previous_term;
+std::atomic<int> g_reset_failures{0};
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+struct sigaction g_previous[std::size(kSignals)];
 
 // Resets the clock, puts back the handler that was there before and raises the signal again, so the
 // process ends (or the earlier handler runs) exactly as if the guard had not been there. Resetting
@@ -38,9 +43,17 @@ struct sigaction g_previous_term;
 // anyway, and a reset that works in practice beats a GPU left at a low clock for the next job.
 extern "C" void clock_guard_on_signal(int sig) {
   Device* device = g_locked_device.exchange(nullptr);
-  if (device != nullptr) (void)device->reset_sm_clock();
-  ::sigaction(SIGINT, &g_previous_int, nullptr);
-  ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  if (device != nullptr) {
+    bool ok = false;
+    for (int i = 0; i < 3 && !ok; ++i) ok = device->reset_sm_clock().ok();
+    if (!ok) {
+      g_reset_failures.fetch_add(1);
+      static const char msg[] =
+          "error: the locked SM clock could not be reset on a signal; reset it (`nvidia-smi -rgc`, as root)\n";
+      (void)!::write(2, msg, sizeof msg - 1);
+    }
+  }
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
   ::raise(sig);
 }
 
@@ -48,16 +61,13 @@ void install_handlers() {
   struct sigaction sa {};
   sa.sa_handler = clock_guard_on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaddset(&sa.sa_mask, SIGINT);
-  sigaddset(&sa.sa_mask, SIGTERM);
+  for (int sig : kSignals) sigaddset(&sa.sa_mask, sig);
   sa.sa_flags = 0;
-  ::sigaction(SIGINT, &sa, &g_previous_int);
-  ::sigaction(SIGTERM, &sa, &g_previous_term);
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &sa, &g_previous[i]);
 }
 
 void restore_handlers() {
-  ::sigaction(SIGINT, &g_previous_int, nullptr);
-  ::sigaction(SIGTERM, &g_previous_term, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
 }
 
 // Frees the process-wide slot held for `device`. When the signal handler got there first it has
@@ -71,9 +81,17 @@ void release_slot(Device* device) {
 
 ClockGuard::ClockGuard(Device& device) : device_(device) {}
 
+int clock_reset_failures() { return g_reset_failures.load(); }
+
 ClockGuard::~ClockGuard() {
   if (!locked_) return;
-  (void)reset();
+  Status st = reset();
+  for (int i = 0; i < 2 && !st.ok() && locked_; ++i) st = reset();
+  if (!st.ok()) {
+    g_reset_failures.fetch_add(1);
+    std::fprintf(stderr, "error: the SM clock of %s could not be reset: %s\nnote: reset it by hand (`nvidia-smi -rgc`, as root)\n",
+                 device_.spec().c_str(), st.error().message().c_str());
+  }
   // Give up the process-wide slot even when the reset failed: the device may not outlive the guard.
   release_slot(&device_);
   locked_ = false;

@@ -442,6 +442,8 @@ std::unique_ptr<View> optimize_text() {
                          r.accepted ? "passed" : "over the check's limit");
     }
     if ((*c)->fell_back) out += "  no plan passed the check: the policy keeps the default clocks\n";
+    if ((*c)->energy_fell_back)
+      out += "  the checked plan measured no less energy than the default clocks: the policy keeps the default clocks\n";
     row(sol.default_plan);
     row(sol.policy);
     for (const auto& b : sol.baselines) row(b);

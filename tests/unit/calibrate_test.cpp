@@ -5,6 +5,7 @@
 #include "emo/calibrate/calibrate.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +82,7 @@ class FakeDevice : public device::Device {
   }
   Status reset_sm_clock() override {
     log.push_back("reset");
+    if (fail_reset) return make_error(spec(), "nvmlDeviceResetGpuLockedClocks failed: GPU is lost");
     locked_mhz = 0;
     if (reset_fd >= 0) (void)!::write(reset_fd, "R", 1);
     return {};
@@ -122,6 +124,7 @@ class FakeDevice : public device::Device {
   int benches = 0;
   int fail_on_bench = 0;  // 1-based; 0 = never
   bool fail_lock = false;
+  bool fail_reset = false;
   int reset_fd = -1;
 
  private:
@@ -365,6 +368,29 @@ TEST(ClockGuard, ResetsOnDestruction) {
   EXPECT_TRUE(untouched.log.empty());
 }
 
+TEST(ClockGuard, AFailedResetIsRetriedSaidAndCounted) {
+  const int before = device::clock_reset_failures();
+  FakeDevice dev;
+  testing::internal::CaptureStderr();
+  {
+    device::ClockGuard guard(dev);
+    ASSERT_TRUE(guard.lock(1200).ok());
+    dev.fail_reset = true;
+    Status s = guard.reset();  // an explicit reset gives the error back, and keeps the guard armed
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().what.find("GPU is lost"), std::string::npos);
+    EXPECT_TRUE(guard.locked());
+  }  // the destructor tries again, then says so and counts it
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("error: the SM clock of fake:0 could not be reset"), std::string::npos) << err;
+  EXPECT_EQ(device::clock_reset_failures(), before + 1);
+  EXPECT_GE(std::count(dev.log.begin(), dev.log.end(), "reset"), 3);
+  // The slot is free again for another guard.
+  FakeDevice other;
+  device::ClockGuard g2(other);
+  EXPECT_TRUE(g2.lock(900).ok());
+}
+
 TEST(ClockGuard, OneGuardHoldsALockAtATime) {
   FakeDevice a, b;
   device::ClockGuard ga(a);
@@ -458,4 +484,22 @@ TEST(ClockGuard, HandlersAreRemovedAfterTheReset) {
 }
 
 }  // namespace
+TEST(ClockGuard, SighupAndSigquitResetTheClockToo) {
+  for (int sig : {SIGHUP, SIGQUIT}) {
+    auto [status, got] = in_child([sig](int fd) {
+      const rlimit no_core{0, 0};  // SIGQUIT's default action would dump core
+      ::setrlimit(RLIMIT_CORE, &no_core);
+      FakeDevice dev;
+      dev.reset_fd = fd;
+      device::ClockGuard guard(dev);
+      if (!guard.lock(1200).ok()) ::_exit(3);
+      ::raise(sig);
+      ::_exit(4);
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << ": exit status " << WEXITSTATUS(status);
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(got, "R");
+  }
+}
+
 }  // namespace emo::calibrate

@@ -89,6 +89,41 @@ TEST(NeverLose, CheckedPolicyMeasuresAtOrBelowEveryPassingBaseline) {
   }
 }
 
+// A device where every plan but the default clocks costs more energy than it: whatever passes on time,
+// the checked policy keeps the default clocks (the check compares energies with the default's too).
+class CostlierPlans : public optimize::PlanMeter {
+ public:
+  explicit CostlierPlans(const optimize::PlanMeter& inner) : inner_(inner) {}
+  const std::string& device_name() const override { return inner_.device_name(); }
+  Result<optimize::Measured> measure(const std::vector<optimize::AppliedPack>& packs, const std::vector<int>& clocks,
+                                     const std::vector<int64_t>& issue_at_ns, int steps, const std::string& name,
+                                     uint64_t seed) const override {
+    auto m = inner_.measure(packs, clocks, issue_at_ns, steps, name, seed);
+    if (m.ok() && !clocks.empty()) m->energy_j *= 1.5;
+    return m;
+  }
+
+ private:
+  const optimize::PlanMeter& inner_;
+};
+
+TEST(NeverLose, PlanMeasuringMoreEnergyThanTheDefaultGivesWayToIt) {
+  auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 6, 2, 23);
+  const optimize::Problem pr = s->problem();
+  const auto inner = test::meter("emulated:h100", pr);
+  auto honest = optimize::optimize_checked(pr, {}, inner, {});
+  ASSERT_TRUE(honest.ok());
+  ASSERT_NE(honest->solution.policy.pack_clock_mhz, honest->solution.default_plan.pack_clock_mhz)
+      << "on an honest device the policy lowers some clock";
+  EXPECT_FALSE(honest->energy_fell_back);
+  auto c = optimize::optimize_checked(pr, {}, CostlierPlans(inner), {});
+  ASSERT_TRUE(c.ok()) << c.error().what;
+  EXPECT_TRUE(c->energy_fell_back);
+  EXPECT_EQ(c->solution.policy_from, "default");
+  EXPECT_EQ(c->solution.policy.pack_clock_mhz, c->solution.default_plan.pack_clock_mhz);
+  EXPECT_EQ(optimize::check_json(*c).at("energy_fell_back"), true);
+}
+
 // The margin reads the measured table as a user would: the best baseline within the bound, not one
 // that saves more by running over it.
 TEST(NeverLose, MeasuredMarginSkipsBaselinesOverTheBound) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "emo/device/device.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -41,7 +42,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : emo::cli::kExitUsage;
   }
   try {
-    return action ? action() : emo::cli::kExitUsage;
+    const int rc = action ? action() : emo::cli::kExitUsage;
+    // A locked clock that could not be reset was said on stderr where it happened; the run fails.
+    return rc == 0 && emo::device::clock_reset_failures() > 0 ? emo::cli::kExitBadInput : rc;
   } catch (const std::exception& e) {
     // Library code reports errors as values; this is a last line of defence.
     std::fprintf(stderr, "error: internal: %s\n", e.what());

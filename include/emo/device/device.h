@@ -69,7 +69,14 @@ class Device {
 };
 
 // Locks the SM clock on request and always resets it: on destruction, and (once installed) when
-// the process receives SIGINT or SIGTERM. One guard is active per process.
+// the process receives SIGINT, SIGTERM, SIGHUP or SIGQUIT. One guard is active per process. Call
+// reset() to get a failed reset as an error; the destructor and the signal handler, which cannot
+// return one, try again, then say so on stderr ("error: ... could not be reset") and count it in
+// clock_reset_failures(), so that the process can still exit non-zero — a failed reset is never
+// swallowed.
+// Failed resets that no caller could be told of (a ClockGuard's destructor, its signal handler).
+int clock_reset_failures();
+
 class ClockGuard {
  public:
   explicit ClockGuard(Device& device);

@@ -44,7 +44,8 @@ class PlanMeter {
 // are the policy. Then every baseline of the first solve is checked the same way (cheapest in the
 // models first; one with the kept plan's or the default's clocks is not run again), and the policy is
 // the plan of least measured energy among those that pass — so no baseline that passes the same check
-// measures below the policy (the baselines themselves stay as solved at the user's reserve). Only step
+// measures below the policy (the baselines themselves stay as solved at the user's reserve); a kept plan
+// that measures no less energy than the default clocks gives way to them. Only step
 // times and energies measured on the device are read, as on hardware.
 // A plan passes when its mean slowdown over the measured steps keeps half of the reserve (within
 // max_slowdown·(1 − reserve/2)) and the mean + 2 standard errors is within max_slowdown. Where the
@@ -79,6 +80,9 @@ struct Checked {
   Solution solution;
   std::vector<CheckRound> rounds;  // empty when nothing was checked
   bool fell_back = false;          // nothing passed: the default clocks are the policy
+  // The kept plan passed on time but measured no less energy than the default clocks, and no baseline
+  // that passed measured less: the default clocks are the policy.
+  bool energy_fell_back = false;
   // The default clocks' step energy, predicted and as the check measured it.
   double default_predicted_j = 0, default_measured_j = 0;
 };
