@@ -29,6 +29,17 @@ Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions
   if (ranks.empty()) return make_error("", "no trace given");
   Workload w;
   w.ranks = std::move(ranks);
+  // One run: the files that name a world size (distributedInfo.world_size) all name the same one.
+  const trace::RankTrace* sized = nullptr;
+  for (const auto& t : w.ranks) {
+    if (t.world_size < 1) continue;
+    if (sized && t.world_size != sized->world_size)
+      return make_error(t.path,
+                        fmt::format("world_size {} is not the world_size {} of {}", t.world_size, sized->world_size,
+                                    sized->path),
+                        "give one trace file per rank of the same run");
+    if (!sized) sized = &t;
+  }
   // Order by rank: distributedInfo.rank where every file has one, else file order.
   bool all_ranked = std::all_of(w.ranks.begin(), w.ranks.end(), [](const auto& t) { return t.rank >= 0; });
   if (all_ranked && w.ranks.size() > 1) {

@@ -110,12 +110,20 @@ std::string write_kineto(const analysis::Workload& w, uint32_t rank,
     }
   }
 
+  // The rank as the input trace named it, in one world that holds every rank (the reader refuses a
+  // rank not below world_size): the inputs' world size, the traces given, or the highest rank + 1,
+  // whichever is largest (one rank of a larger run analyzed alone is rank 3 of 8, not of 1).
+  const auto rank_id_of = [&](size_t r) { return g.rank_ids.empty() ? int(r) : g.rank_ids[r]; };
+  const int rank_id = rank_id_of(rank);
+  int world_size = int(g.rank_paths.size());
+  for (size_t r = 0; r < w.ranks.size(); ++r)
+    world_size = std::max({world_size, w.ranks[r].world_size, rank_id_of(r) + 1});
   fmt::memory_buffer b;
   fmt::format_to(std::back_inserter(b),
                  "{{\"schemaVersion\": 1, \"deviceProperties\": [{{\"id\": 0, \"name\": \"{} (emulated)\"}}],\n"
                  "\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}}},\n"
                  "\"baseTimeNanoseconds\": {}, \"traceName\": \"emo emulated {} rank {}\",\n\"traceEvents\": [\n",
-                 profile.model, g.rank_ids.empty() ? int(rank) : g.rank_ids[rank], g.rank_paths.size(),
+                 profile.model, rank_id, world_size,
                  kTraceOriginOffsetNs, profile.name, rank);
   bool first = true;
   for (size_t k = 0; k < steps.size(); ++k) {

@@ -54,12 +54,23 @@ Result<JobResult> run_job(const JobOptions& o) {
   if (o.microbatches > kMaxJobMicrobatches)
     return make_error("--microbatches", "must be at most " + std::to_string(kMaxJobMicrobatches),
                       "the solve time grows about with the square of the microbatches (docs/pipeline.md §8)");
-  if (o.stages < 0) return make_error("--stages", "must be >= 1");
+  if (o.stages && *o.stages < 1)
+    return make_error("--stages", "must be >= 1, got " + std::to_string(*o.stages),
+                      "leave it out for every stage in the profile");
   if (!(o.blocking_power_w >= 0 && o.blocking_power_w <= 1e5))
-    return make_error("--blocking-power", "must be from 0 to 1e5 W",
+    return make_error("--blocking-power", fmt::format("must be from 0 to 1e5 W, got {:g}", o.blocking_power_w),
                       "Perseus uses 83.64 W for A100 and 70.38 W for A40");
-  if (o.unit_time_s < 0 || !std::isfinite(o.unit_time_s)) return make_error("--unit-time", "must be > 0 seconds");
-  if (!(o.tolerance >= 0)) return make_error("--tolerance", "must be >= 0");
+  // At most an hour (coarser, every instruction of any real profile would last 0 units; a unit longer
+  // than some instruction of this profile is refused by build_model, naming --unit-time too).
+  if (o.unit_time_s && !(*o.unit_time_s > 0 && *o.unit_time_s <= kMaxJobUnitTimeS))
+    return make_error("--unit-time",
+                      fmt::format("must be more than 0 and at most {:g} seconds, got {:g}", kMaxJobUnitTimeS,
+                                  *o.unit_time_s),
+                      "leave it out for the compared file's unit, else 0.001 s (lowtime uses 1 ms, or 0.1 ms "
+                      "for the A40 files)");
+  if (!(o.tolerance >= 0 && std::isfinite(o.tolerance)))
+    return make_error("--tolerance", fmt::format("must be a finite number >= 0, got {:g}", o.tolerance),
+                      "a relative tolerance, e.g. 1e-5 (the default)");
   const bool want_plan = !o.plan_file.empty() || o.plan_at_s || o.max_slowdown;
   std::optional<PlanFileFormat> file_format;
   if (!o.plan_file.empty()) {
@@ -70,9 +81,12 @@ Result<JobResult> run_job(const JobOptions& o) {
                         "instruction");
   }
   if (o.plan_at_s && !(*o.plan_at_s > 0 && std::isfinite(*o.plan_at_s)))
-    return make_error("--plan-at", "must be a positive number of seconds");
+    return make_error("--plan-at",
+                      fmt::format("must be a positive number of seconds, got {:g}", *o.plan_at_s));
   if (o.max_slowdown && !(*o.max_slowdown >= 0 && *o.max_slowdown <= 100))
-    return make_error("--max-slowdown", "must be from 0 to 100 (a fraction of the fastest plan's time)");
+    return make_error("--max-slowdown",
+                      fmt::format("must be from 0 to 100 (a fraction of the fastest plan's time), got {:g}",
+                                  *o.max_slowdown));
   JobResult r;
   r.options = o;
   if (o.accounting == "lowtime") {
@@ -92,10 +106,10 @@ Result<JobResult> run_job(const JobOptions& o) {
     published = std::move(*p);
   }
   // The published A100 files use 1 ms units, the A40 ones 0.1 ms: take the unit from the file compared.
-  r.unit_s = o.unit_time_s > 0 ? o.unit_time_s : published ? infer_unit_s(*published) : 0.001;
+  r.unit_s = o.unit_time_s ? *o.unit_time_s : published ? infer_unit_s(*published) : 0.001;
 
   auto t0 = std::chrono::steady_clock::now();
-  auto model = build_model(*profile, o.stages, r.unit_s, o.blocking_power_w);
+  auto model = build_model(*profile, o.stages.value_or(0), r.unit_s, o.blocking_power_w);
   if (!model) return model.error();
   r.model = std::move(*model);
   auto dag = build_1f1b(r.model.stages, o.microbatches);

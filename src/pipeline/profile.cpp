@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,8 @@ using model::detail::read_csv;
 // of up to 16 M nodes in 64-bit integers (10^5 s per microbatch at lowtime's 0.1 ms is far beyond
 // any real profile).
 constexpr double kMaxUnits = 1e9;
+// The highest clock a stage profile row may name, MHz (far above any GPU's).
+constexpr double kMaxClockMhz = 1e5;
 
 // Python's float `a // b` (CPython float_floor_div): the quantization lowtime applies. It differs from
 // std::floor(a / b) when a / b rounds up to an integer, e.g. 0.058 // 0.001 == 57.0 in Python.
@@ -80,6 +83,9 @@ Result<StageProfile> load_stage_profile(const std::string& path) {
   }
   StageProfile p;
   p.path = path;
+  // The row of each (stage, instruction, MHz): a second row for one is an error naming both lines
+  // (which of two measurements to fit is not for the loader to guess).
+  std::map<std::tuple<size_t, int, int>, size_t> first_row;
   for (size_t r = 0; r < t->rows.size(); ++r) {
     double v[4];
     for (int i = 0; i < 4; ++i) {
@@ -108,11 +114,23 @@ Result<StageProfile> load_stage_profile(const std::string& path) {
       return make_error(t->where(r),
                         std::string("column '") + bad + "': must be > 0, got " + t->rows[r][size_t(c)]);
     }
+    // A clock is a whole number of MHz (it used to be rounded, so 1410.4 and 1410 were one clock).
+    if (clock != std::floor(clock) || clock > kMaxClockMhz)
+      return make_error(t->where(r), fmt::format("column 'frequency': must be a whole number of MHz from 1 to "
+                                                 "{:g}, got {}",
+                                                 kMaxClockMhz, t->rows[r][size_t(cols[2])]));
     size_t s = size_t(stage);
+    const int mhz = int(clock);
+    auto [it, fresh] = first_row.emplace(std::tuple{s, int(in), mhz}, r);
+    if (!fresh)
+      return make_error(t->where(r),
+                        fmt::format("stage {} {} at {} MHz is also on line {}", s, instruction_name(in), mhz,
+                                    t->lines[it->second]),
+                        "a stage profile has one row per stage, instruction and frequency");
     if (s >= p.samples.size()) p.samples.resize(s + 1);
-    p.samples[s][size_t(in)].push_back(ClockSample{int(std::lround(clock)), time, energy});
+    p.samples[s][size_t(in)].push_back(ClockSample{mhz, time, energy});
   }
-  if (p.samples.empty()) return make_error(path, "no data rows", note);
+  if (p.samples.empty()) return make_error(path, "no data rows (only the header line)", note);
   p.stages = int(p.samples.size());
   p.rows = t->rows.size();
   return p;
@@ -233,6 +251,14 @@ Result<PipelineModel> build_model(const StageProfile& profile, int stages, doubl
                             fmt::format("stage {} {} at {} MHz takes {:g} s, more than {:g} time units of {:g} s",
                                         s, instruction_name(in), c.clock_mhz, c.time_s, kMaxUnits, unit_s),
                             "check the profile's time column (seconds), or use a coarser --unit-time");
+        // Shorter than one unit it would take no time at all (a frontier of 0 s plans): the unit is
+        // too coarse for the profile.
+        if (units < 1)
+          return make_error("--unit-time",
+                            fmt::format("{:g} s is longer than stage {} {} at {} MHz takes in {} ({:g} s)", unit_s,
+                                        s, instruction_name(in), c.clock_mhz, profile.path, c.time_s),
+                            "every instruction must last one time unit or more: use a finer --unit-time "
+                            "(lowtime uses 1 ms, or 0.1 ms for the A40 files)");
         c.units = int64_t(units);
         pareto.push_back(c);
       }

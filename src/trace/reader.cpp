@@ -1166,19 +1166,40 @@ Status Importer::read_distributed_info(size_t b, size_t e) {
     t_.stats.add("distributedInfo is not an object (ignored)", "");
     return {};
   }
+  // A rank or world size that is there is used or refused: one that is not a whole number (or out
+  // of range) is an error naming the file, never "no rank" (which would renumber the ranks by file
+  // order). null reads as absent.
+  const std::string where = t_.path + ":distributedInfo";
   for (auto item : obj) {
     od::field f;
     if ((err = std::move(item).get(f))) return json_error(b, err);
     std::string_view key = key_of(f.key());
-    int* target = key == "rank" ? &t_.rank : key == "world_size" ? &t_.world_size : nullptr;
+    const bool is_rank = key == "rank";
+    int* target = is_rank ? &t_.rank : key == "world_size" ? &t_.world_size : nullptr;
     if (target == nullptr) continue;
+    od::value& val = f.value();
+    std::string tok(detail::trim_ws(val.raw_json_token()).substr(0, 64));
+    if (!tok.empty() && tok.front() == '[') tok = "an array";
+    if (!tok.empty() && tok.front() == '{') tok = "an object";
     int64_t v = 0;
-    Read rd = read_int(f.value(), &v);
-    if (rd == Read::kOk && v >= 0 && v <= std::numeric_limits<int>::max()) {
-      *target = static_cast<int>(v);
-    } else if (rd != Read::kAbsent) {
-      t_.stats.add("distributedInfo." + std::string(key) + " is not a non-negative integer (ignored)", "");
+    Read rd = read_int(val, &v);
+    if (rd == Read::kAbsent) continue;
+    const int64_t lowest = is_rank ? 0 : 1;
+    if (rd != Read::kOk || v < lowest || v > std::numeric_limits<int>::max()) {
+      return make_error(where,
+                        std::string(key) + ": must be a whole number >= " + std::to_string(lowest) +
+                            ", got " + tok,
+                        is_rank ? "distributedInfo.rank counts from 0 to world_size - 1"
+                                : "distributedInfo.world_size is the number of ranks of the run");
     }
+    *target = static_cast<int>(v);
+  }
+  if (t_.rank >= 0 && t_.world_size >= 1 && t_.rank >= t_.world_size) {
+    return make_error(where,
+                      "rank " + std::to_string(t_.rank) + " is not below world_size " +
+                          std::to_string(t_.world_size),
+                      "distributedInfo.rank counts from 0 to world_size - 1: is the file edited, or "
+                      "from another run?");
   }
   return {};
 }

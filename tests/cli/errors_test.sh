@@ -142,6 +142,81 @@ for stage in s:
 " "$tmp/freqs.py" || { echo "FAIL: pipeline plan for Perseus: not the list Perseus reads"; fails=$((fails + 1)); }
 expect 1 "pipeline plan faster than possible" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --plan-at 1e-9
 says "pipeline plan faster than possible" "^error: --plan-at: no plan finishes within"
+# A pipeline option given is used or refused: 0 (or NaN) used to mean "the default" for --unit-time
+# and --stages; CLI11 reads "nan" and "inf" as numbers, so each is checked by name.
+pp=(pipeline --profile "$tmp/prof.csv")
+for bad in "--unit-time 0" "--unit-time -0.001" "--unit-time nan" "--unit-time inf" "--unit-time 3601" \
+           "--unit-time 0.5" "--stages 0" "--stages -1" "--plan-at 0" "--plan-at -1" "--plan-at nan" \
+           "--plan-at inf" "--max-slowdown -0.1" "--max-slowdown nan" "--max-slowdown inf"; do
+  expect 1 "pipeline $bad" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 $bad
+  says "pipeline $bad" "^error: ${bad%% *}"
+done
+says "pipeline --max-slowdown inf" "^error: --max-slowdown: must be from 0 to 100 .*, got inf"
+for bad in "-1" "nan" "inf" "-inf"; do
+  expect 1 "pipeline --blocking-power $bad" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power "$bad"
+  says "pipeline --blocking-power $bad" "^error: --blocking-power: must be from 0 to 1e5 W, got"
+done
+for bad in 0 -3; do
+  expect 1 "pipeline --microbatches $bad" -- "$emo" "${pp[@]}" --microbatches "$bad" --blocking-power 80
+  says "pipeline --microbatches $bad" "^error: --microbatches: must be >= 1"
+done
+expect 1 "pipeline --unit-time 0" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --unit-time 0
+says "pipeline --unit-time 0" "^error: --unit-time: must be more than 0 and at most 3600 seconds, got 0"
+expect 1 "pipeline unit coarser than an instruction" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --unit-time 0.5
+says "pipeline unit coarser than an instruction" "^error: --unit-time: 0.5 s is longer than stage 0 .* takes in"
+printf 'time,energy\n0.12,36\n0.13,35\n' >"$tmp/pub.csv"
+expect 0 "pipeline --compare --tolerance" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --compare "$tmp/pub.csv" --tolerance 0.01
+for bad in "-1e-6" "nan" "inf"; do
+  expect 1 "pipeline --tolerance $bad" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --compare "$tmp/pub.csv" --tolerance "$bad"
+  says "pipeline --tolerance $bad" "^error: --tolerance: must be a finite number >= 0"
+done
+# A tolerance without --compare would be read and ignored: a usage error, as --plan-at with --max-slowdown.
+expect 2 "pipeline --tolerance without --compare" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --tolerance 0.01
+says "pipeline --tolerance without --compare" "tolerance requires --compare"
+expect 2 "pipeline --plan-at with --max-slowdown" -- "$emo" "${pp[@]}" --microbatches 4 --blocking-power 80 --plan-at 1 --max-slowdown 0.1
+
+# A stage profile's rows: a duplicate, a value out of range or not a number, an empty or header-only
+# file is an error naming the file and line (a duplicate: both lines), never a row quietly used.
+phead='stage,instruction,frequency,time,energy'
+{ cat "$tmp/prof.csv"; echo '0,forward,1410,0.012,3.1'; } >"$tmp/dup.csv"
+expect 1 "pipeline profile with a duplicate row" -- "$emo" pipeline --profile "$tmp/dup.csv" --microbatches 4 --blocking-power 80
+says "pipeline profile with a duplicate row" "^error: $tmp/dup.csv:line 6: stage 0 forward at 1410 MHz is also on line 2$"
+i=0
+for row in "0,forward,1410,0,3.0|column 'time': must be > 0" "0,forward,1410,-0.01,3.0|column 'time': must be > 0" \
+           "0,forward,1410,nan,3.0|column 'time': not a number" "0,forward,1410,0.01,0|column 'energy': must be > 0" \
+           "0,forward,1410,0.01,-3|column 'energy': must be > 0" "0,forward,1410,0.01,NaN|column 'energy': not a number" \
+           "0,forward,1410,0.01,|column 'energy': empty" "1.5,forward,1410,0.01,3|column 'stage': must be a whole number" \
+           "-1,forward,1410,0.01,3|column 'stage': must be a whole number" \
+           "0,forward,1410.5,0.01,3|column 'frequency': must be a whole number of MHz"; do
+  i=$((i + 1))
+  printf '%s\n0,backward,1410,0.02,6\n%s\n' "$phead" "${row%%|*}" >"$tmp/badrow$i.csv"
+  expect 1 "pipeline profile row ${row%%|*}" -- "$emo" pipeline --profile "$tmp/badrow$i.csv" --microbatches 4 --blocking-power 80
+  says "pipeline profile row ${row%%|*}" "^error: $tmp/badrow$i.csv:line 3: ${row#*|}"
+done
+: >"$tmp/emptyprof.csv"
+expect 1 "pipeline empty profile" -- "$emo" pipeline --profile "$tmp/emptyprof.csv" --microbatches 4 --blocking-power 80
+says "pipeline empty profile" "^error: $tmp/emptyprof.csv: empty file"
+echo "$phead" >"$tmp/headeronly.csv"
+expect 1 "pipeline header-only profile" -- "$emo" pipeline --profile "$tmp/headeronly.csv" --microbatches 4 --blocking-power 80
+says "pipeline header-only profile" "^error: $tmp/headeronly.csv: no data rows"
+
+# distributedInfo: a rank the run cannot have is an error naming the file, not a rank quietly used
+# (or dropped, which renumbered the ranks by file order). A trace without it is fine (good.json).
+for di in 'rank 5 world_size 2|rank 5 is not below world_size 2' 'rank -1 world_size 2|rank: must be a whole number >= 0, got -1' \
+          'rank 0 world_size 0|world_size: must be a whole number >= 1, got 0' 'rank 1.5 world_size 4|rank: must be a whole number >= 0, got 1.5'; do
+  read -r k1 v1 k2 v2 <<<"${di%%|*}"
+  sed "s/^{\"traceEvents\"/{\"distributedInfo\":{\"backend\":\"nccl\",\"$k1\":$v1,\"$k2\":$v2},\"traceEvents\"/" \
+    "$tmp/good.json" >"$tmp/dist.json"
+  expect 1 "analyze distributedInfo ${di%%|*}" -- "$emo" analyze "$tmp/dist.json"
+  says "analyze distributedInfo ${di%%|*}" "^error: $tmp/dist.json:distributedInfo: ${di#*|}"
+done
+sed 's/^{"traceEvents"/{"distributedInfo":{"rank":1,"world_size":2},"traceEvents"/' "$tmp/good.json" >"$tmp/rank1.json"
+expect 0 "analyze rank 1 of 2" -- "$emo" analyze "$tmp/rank1.json"
+sed 's/"rank":1/"rank":0/' "$tmp/rank1.json" >"$tmp/rank0.json"
+expect 0 "analyze ranks 0 and 1 of 2" -- "$emo" analyze "$tmp/rank0.json" "$tmp/rank1.json"
+cp "$tmp/rank1.json" "$tmp/rank1b.json"
+expect 1 "analyze two files of rank 1" -- "$emo" analyze "$tmp/rank1.json" "$tmp/rank1b.json"
+says "analyze two files of rank 1" "rank 1 is also the rank of"
 expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
 expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
 expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100
@@ -224,6 +299,14 @@ expect 1 "run with an unwritable --json" -- "$emo" run "$t0" -o "$tmp/oldrun" --
 grep -q earlier "$tmp/oldrun/summary.json" || { echo "FAIL: a failed run replaced the earlier report"; fails=$((fails + 1)); }
 expect 1 "run -o a folder holding its input" -- "$emo" run "$tmp/oldrun/../keep.json" -o "$tmp"
 says "run -o a folder holding its input" "^error: -o "
+
+# One rank of a larger run, analyzed alone, is still that rank: the emulator's traces of it read back.
+"$emo" synth train-dp --ranks 2 --layers 2 --steps 2 -o "$tmp/tdp2" >/dev/null
+expect 0 "optimize rank 1 of 2 alone" -- "$emo" optimize "$tmp/tdp2/train-dp_rank1.json" --device h100 --min-pack-ms 2 -o "$tmp/pr1.json"
+# Files of runs with different world sizes are not one step.
+"$emo" synth train-dp --ranks 4 --layers 2 --steps 2 -o "$tmp/tdp4" >/dev/null
+expect 1 "ranks of a 2-rank and a 4-rank run" -- "$emo" analyze "$tmp/tdp2/train-dp_rank0.json" "$tmp/tdp4/train-dp_rank1.json"
+says "ranks of a 2-rank and a 4-rank run" "world_size 4 is not the world_size 2"
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -57,18 +57,23 @@ void add_pipeline(CLI::App& root, Action& action) {
   sub->add_option("--profile", job.profile, "stage profile CSV: stage,instruction,frequency,time,energy")
       ->required();
   sub->add_option("--microbatches", job.microbatches, "microbatches per iteration (1 to 4096)")->required();
-  sub->add_option("--stages", job.stages, "pipeline stages (default: every stage in the profile)");
+  sub->add_option("--stages", job.stages, "pipeline stages, 1 or more (default: every stage in the profile)");
   sub->add_option("--blocking-power", job.blocking_power_w,
                   "GPU power while blocked on communication, W (Perseus: A100 83.64, A40 70.38)")
       ->required();
   sub->add_option("--unit-time", job.unit_time_s,
-                  "time quantum in seconds (default: the compared file's, else 0.001)");
+                  "time quantum in seconds, more than 0 and at most 3600 (default: the compared file's, "
+                  "else 0.001)");
   sub->add_option(
       "--accounting", job.accounting,
       "lowtime (durations on the time grid, as the published files) or clocks (each clock's own time)");
-  sub->add_option("--compare", job.compare, "a published lowtime frontier (time,energy) to compare with");
+  auto* compare_opt =
+      sub->add_option("--compare", job.compare, "a published lowtime frontier (time,energy) to compare with");
+  // Without --compare a tolerance would be read and then ignored: a usage error (as --plan-at with
+  // --max-slowdown), not a silent no-op.
   sub->add_option("--tolerance", job.tolerance,
-                  "relative tolerance reported with --compare (default 1e-5)");
+                  "relative tolerance reported with --compare, a finite number >= 0 (default 1e-5)")
+      ->needs(compare_opt);
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->add_option("--plan", job.plan_file,
                   "write the chosen point's plan: FILE.py is the frequency file of Perseus' PointSolution "

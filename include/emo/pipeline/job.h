@@ -21,12 +21,14 @@ namespace emo::pipeline {
 struct JobOptions {
   std::string profile;              // --profile: stage profile CSV (stage,instruction,frequency,time,energy)
   int microbatches = 0;             // --microbatches: per iteration, 1 to kMaxJobMicrobatches
-  int stages = 0;                   // --stages: pipeline stages (0: every stage in the profile)
+  std::optional<int> stages;        // --stages: pipeline stages, >= 1 (absent: every stage in the profile)
   double blocking_power_w = -1;     // --blocking-power: W while blocked on communication, 0 to 1e5
-  double unit_time_s = 0;           // --unit-time: time quantum in s (0: the compared file's, else 0.001)
+  // --unit-time: time quantum in s, > 0 (absent: the compared file's, else 0.001). Given, it is used:
+  // 0, a negative number, NaN or infinity is an error, never "the default".
+  std::optional<double> unit_time_s;
   std::string accounting = "lowtime";  // --accounting: "lowtime" | "clocks"
   std::string compare;              // --compare: a published lowtime frontier (time,energy); "" = none
-  double tolerance = 1e-5;          // --tolerance: relative tolerance reported with --compare
+  double tolerance = 1e-5;          // --tolerance: relative tolerance reported with --compare, finite, >= 0
   // --plan: FILE.py (the frequency file of Perseus' PointSolution scheduler) or FILE.csv (one row per
   // instruction); "" = none. run_job only builds the file's text (JobPlan::file_text).
   std::string plan_file;
@@ -39,6 +41,8 @@ struct JobOptions {
 };
 
 inline constexpr int kMaxJobMicrobatches = 4096;
+// --unit-time: the largest time quantum, in seconds.
+inline constexpr double kMaxJobUnitTimeS = 3600;
 
 // The plan file formats of --plan, from its name: ".py" | ".csv" (anything else: nullopt).
 enum class PlanFileFormat { kPerseusPy, kCsv };
