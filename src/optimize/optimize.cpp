@@ -1,6 +1,7 @@
 // The optimizer's driver: the default plan and the targets, the DP's plan (dp.cpp) and the baselines
 // (baselines.cpp); the better of the DP's plan and the best baseline improved by the search moves
-// (moves.cpp) is the policy; and the exhaustive oracle. See emo/optimize/optimize.h; the pricing of a plan is in pricing.cpp.
+// (moves.cpp) is the policy; and the exhaustive oracle. See emo/optimize/optimize.h; the pricing of a
+// plan is in pricing.cpp.
 #include "emo/optimize/optimize.h"
 
 #include <fmt/format.h>

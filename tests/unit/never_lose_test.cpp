@@ -47,7 +47,7 @@ TEST(NeverLose, PolicyIsPricedAtOrBelowEveryBaseline) {
     EXPECT_TRUE(so.policy.feasible || so.policy_from == "default") << c.device;
     for (const optimize::Plan& b : so.baselines) {
       if (!b.feasible) continue;
-      EXPECT_LE(so.policy.energy_j, b.energy_j * (1 + 1e-12)) << c.device << ": " << b.name;
+      EXPECT_LE(so.policy.energy_j, b.energy_j * (1 + 1e-9)) << c.device << ": " << b.name;  // Search::beats_best's rounding
       EXPECT_LE(so.policy.time_ns, so.plan_target_ns) << c.device;
     }
     const report::Margin m = report::predicted_margin(so);
