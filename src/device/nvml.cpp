@@ -136,7 +136,8 @@ Result<std::shared_ptr<Library>> load_library(const std::string& where) {
 Error nvml_error(const Library& lib, const std::string& where, const std::string& call, nvmlReturn_t rc) {
   std::string note;
   if (rc == NVML_ERROR_NO_PERMISSION)
-    note = "needs root: locking and resetting GPU clocks is reserved to root (run emo with sudo)";
+    note = "needs root: locking and resetting GPU clocks is reserved to root (run emo as root, e.g. with sudo, "
+           "or let the node's `emo clockd` daemon, which runs as root, steer the clocks)";
   else if (rc == NVML_ERROR_NOT_SUPPORTED)
     note = "this GPU or driver does not support it (locked SM clocks need a Volta or newer datacenter GPU)";
   else if (rc == NVML_ERROR_DRIVER_NOT_LOADED)

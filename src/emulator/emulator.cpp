@@ -164,14 +164,29 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   std::vector<int64_t> step_bounds;
   for (int rep = 0; rep < options.steps; ++rep) {
     step_bounds.push_back(step_start);
-    for (size_t r = 0; r < schedule.ranks.size(); ++r) {
-      auto changes = schedule.ranks[r];
+    // Online: the runtime says what it issues in this step (times from the run's start).
+    std::vector<std::vector<ClockChange>> online;
+    int64_t issue_origin = step_start;
+    if (schedule.online) {
+      online.assign(n_ranks, {});
+      schedule.online(rep, step_start, online);
+      issue_origin = 0;
+      for (const auto& changes : online) {
+        for (const ClockChange& c : changes) {
+          if (!supported(c.clock_mhz))
+            return make_error("clock schedule", fmt::format("{} MHz is not a supported clock of {}", c.clock_mhz, profile_.name));
+        }
+      }
+    }
+    const auto& this_step = schedule.online ? online : schedule.ranks;
+    for (size_t r = 0; r < this_step.size() && r < n_ranks; ++r) {
+      auto changes = this_step[r];
       std::stable_sort(changes.begin(), changes.end(),
                        [](const ClockChange& a, const ClockChange& b) { return a.issue_ns < b.issue_ns; });
       for (const ClockChange& c : changes) {
         if (c.clock_mhz == last_clock[r]) continue;
         const double lat_ms = med_ms * std::exp(sigma * normal(++draw));
-        int64_t effect = step_start + c.issue_ns + int64_t(lat_ms * 1e6);
+        int64_t effect = issue_origin + c.issue_ns + int64_t(lat_ms * 1e6);
         effect = std::max(effect, lines[r].t.back());
         lines[r].t.push_back(effect);
         lines[r].f.push_back(c.clock_mhz);
@@ -211,6 +226,7 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   step_bounds.push_back(run_end);
   out.begin_ns = 0;
   out.end_ns = run_end;
+  out.trace_origin_ns = detail::kTraceOriginOffsetNs;
   out.step_energy_j.assign(step_bounds.size() - 1, 0.0);
 
   // ---- energy: integrate each GPU's power over [0, run_end] ----

@@ -27,7 +27,13 @@ EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTru
     ev.push_back({ops[i].end, 0, i});
   }
   for (uint32_t i = 1; i < clock_t.size(); ++i) ev.push_back({clock_t[i], 1, i});
-  std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.type < b.type; });
+  // Clock changes that land at the same time (a later one clamped behind an earlier one) keep their
+  // order: the last is the clock in effect, as the time integration has it.
+  std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
+    if (a.t != b.t) return a.t < b.t;
+    if (a.type != b.type) return a.type < b.type;
+    return a.idx < b.idx;
+  });
 
   EnergyIntegral out;
   double f = clock_f.front();

@@ -227,6 +227,24 @@ python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert {'default','
   || { echo "FAIL: evaluate keys"; fails=$((fails + 1)); }
 expect 1 "evaluate for a billion steps" -- "$emo" evaluate "$tmp/pol.json" "$t0" --device emulated:h100 --steps 1000000000
 says "evaluate for a billion steps" "^error: --steps: must be from 2"
+# apply: the runtime on the emulated GPU; only an emulated device runs a job, and it needs enough steps.
+expect 1 "apply off the emulator" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device h100
+says "apply off the emulator" "^error: --device h100: emo apply runs the job on the emulated GPU"
+expect 1 "apply for too few steps" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --steps 2
+says "apply for too few steps" "^error: --steps: must be from 4"
+expect 1 "apply with fewer steps than its blocks" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --steps 12 --block-steps 4
+says "apply with fewer steps than its blocks" "note: give --steps 20 or more"
+expect 1 "apply with negative blocks" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --block-steps -1
+expect 1 "apply a stale policy" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100
+expect 1 "apply over its own policy" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --json "$tmp/pol.json"
+expect 0 "apply" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --steps 60 --block-steps 4 --json "$tmp/ap.json"
+python3 -c "
+import json,sys
+j=json.load(open(sys.argv[1]))
+m=j['measured']
+assert {'time_us','energy_j'} <= set(m['default']) and {'time_us','energy_j','slowdown_pct','saving_pct','saving_ci_pct'} <= set(m['policy']), m
+assert m['default']['steps'] > 0 and m['policy']['steps'] > 0 and isinstance(j['fallbacks'], list) and j['clock_changes']['calls'] >= 0, j
+" "$tmp/ap.json" || { echo "FAIL: apply keys"; fails=$((fails + 1)); }
 expect 1 "run for a billion steps" -- "$emo" run "$t0" --steps 1000000000 -o "$tmp/billion"
 says "run for a billion steps" "^error: --steps: must be from 2"
 

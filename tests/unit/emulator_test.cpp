@@ -63,6 +63,35 @@ TEST(Emulator, StepEnergiesAddUpAndTheFirstStepCarriesTheStartingClock) {
   EXPECT_NEAR(run->step_energy_j[2], run->step_energy_j[3], 0.02 * run->step_energy_j[3]);
 }
 
+// Two changes issued 1 ns apart land at the same time when the second's switching latency is the
+// shorter (it is clamped behind the first): the clock in effect is then the second, for the power as
+// for the kernels' time — a run that lowers and at once restores the default clock every step (here
+// through an online schedule, as `emo apply` drives it) costs what the default clock costs.
+TEST(Emulator, ChangesLandingTogetherLeaveTheLastOneInEffectForPowerToo) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 24);
+  const EmulatedGpu g = gpu("h100");
+  RunOptions o;
+  o.steps = 20;
+  o.trace_steps = 0;
+  o.energy_log = false;
+  auto locked = g.run(w, ClockSchedule::locked(1980), o);
+  ASSERT_TRUE(locked.ok());
+  ClockSchedule s;
+  int calls = 0;
+  s.online = [&](int, int64_t start, std::vector<std::vector<ClockChange>>& out) {
+    ++calls;
+    out[0] = {{start, 1200}, {start + 1, 1980}};
+  };
+  auto run = g.run(w, s, o);
+  ASSERT_TRUE(run.ok()) << run.error().what;
+  EXPECT_EQ(calls, 20);
+  EXPECT_EQ(run->ranks[0].clock_changes, 40);
+  for (size_t k = 1; k < run->step_energy_j.size(); ++k) {
+    EXPECT_NEAR(double(run->step_ns[k]), double(locked->step_ns[k]), 0.08 * double(locked->step_ns[k])) << k;
+    EXPECT_GT(run->step_energy_j[k], 0.97 * locked->step_energy_j[k]) << k;
+  }
+}
+
 TEST(Emulator, LowerClockSlowsComputeMoreThanMemory) {
   const device::DeviceProfile p = *device::builtin_profile("a100");
   detail::GpuTruth g = detail::make_gpu_truth(p, 1);

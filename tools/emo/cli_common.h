@@ -35,8 +35,10 @@ void add_pack(CLI::App& root, Action& action);
 void add_profile(CLI::App& root, Action& action);
 void add_optimize(CLI::App& root, Action& action);
 void add_evaluate(CLI::App& root, Action& action);
+void add_apply(CLI::App& root, Action& action);
 void add_run(CLI::App& root, Action& action);
 void add_pipeline(CLI::App& root, Action& action);
 void add_calibrate(CLI::App& root, Action& action);
+void add_clockd(CLI::App& root, Action& action);
 
 }  // namespace emo::cli

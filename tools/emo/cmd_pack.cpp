@@ -1,7 +1,8 @@
 // `emo pack TRACE... --device DEV`: packs, signatures, the profiling plan and what it saves; with
 // --fidelity-at MHz, fits the pack models from the profiling runs (emulated, or --profiled DIR) and
 // compares their predictions at that clock with the emulated GPU's truth, per pack and for the step.
-// `emo profile TRACE... --device emulated:NAME -o DIR` writes the profiling runs as a hardware capture would.
+// `emo profile TRACE... --device emulated:NAME -o DIR` writes the profiling runs as a hardware capture would;
+// with --device nvml:N --command CMD it records them on the GPU, the job run once per clock of the plan.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -10,6 +11,10 @@
 #include "emo/base/file_util.h"
 #include "session_flags.h"
 #include "emo/analysis/analysis.h"
+#include "emo/backends/target.h"
+#include "emo/runtime/clockd.h"
+#include "emo/runtime/profile_job.h"
+#include "emo/session/session.h"
 
 namespace emo::cli {
 
@@ -82,7 +87,47 @@ namespace {
 struct ProfileArgs {
   PackFlags flags;
   std::string out;
+  std::string command, clockd;
+  int clockd_gpu = 0;
+  int rank = 0;
+  double timeout_s = 3600;
 };
+
+// `emo profile --device nvml:N --command CMD`: the plan's clocks locked one by one while the job runs.
+int profile_on_hardware(const ProfileArgs& a, session::Session& s) {
+  auto p = s.packing();
+  if (!p.ok()) return fail(p.error());
+  auto meter_target = backends::Target::open(a.flags.device);
+  if (!meter_target.ok()) return fail(meter_target.error());
+  auto meter = meter_target->device();
+  if (!meter.ok()) return fail(meter.error());
+  std::unique_ptr<runtime::ClockControl> clock;
+  if (!a.clockd.empty()) {
+    auto c = runtime::ClockdClient::connect(a.clockd, a.clockd_gpu);
+    if (!c.ok()) return fail(c.error());
+    clock = std::move(*c);
+  } else {
+    clock = std::make_unique<runtime::DeviceClockControl>(**meter);
+  }
+  AtomicDir dir;
+  if (Status st = dir.open(a.out, "profiling folder"); !st.ok()) return fail(st.error());
+  runtime::ProfileJobOptions o;
+  o.clocks_mhz = (*p)->plan_clocks_mhz;
+  o.steps = (*p)->plan_steps;
+  o.rank = a.rank;
+  o.command = a.command;
+  o.clock = clock.get();
+  o.meter = *meter;
+  o.device_name = s.profile().name;
+  o.timeout_s = a.timeout_s;
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (Status st = runtime::profile_job(o, dir); !st.ok()) return fail(st.error());
+  if (Status st = dir.commit(); !st.ok()) return fail(st.error());
+  std::printf("profiling runs at %s MHz (%d steps each asked for, rank %d) on %s written to %s/\n",
+              fmt::format("{}", fmt::join(o.clocks_mhz, ",")).c_str(), o.steps, o.rank, clock->describe().c_str(),
+              a.out.c_str());
+  return kExitOk;
+}
 }  // namespace
 
 void add_profile(CLI::App& root, Action& action) {
@@ -91,17 +136,36 @@ void add_profile(CLI::App& root, Action& action) {
       "profile",
       "Run the profiling plan of `emo pack` (the step at a few locked clocks) on the emulated GPU and write the "
       "runs to a folder in the layout a hardware capture uses (docs/profiling.md): <MHz>mhz/rank<R>.json "
-      "(Kineto trace) and <MHz>mhz/rank<R>.energy.csv (energy counter). `emo optimize --profiled DIR` reads it.");
+      "(Kineto trace) and <MHz>mhz/rank<R>.energy.csv (energy counter). `emo optimize --profiled DIR` reads it. "
+      "With --device nvml:N --command CMD the runs are recorded on that GPU: the job runs once per clock, the "
+      "clock locked for it (NVML as root, or --clockd), its energy counter logged beside its trace.");
   a->flags.device = "emulated:h100";
-  a->flags.add_to(sub, "emulated:NAME[@SEED] to run on");
+  a->flags.add_to(sub, "emulated:NAME[@SEED] to run on, or nvml:N with --command (a real GPU)");
   sub->add_option("-o,--output", a->out, "folder to write (replaced only once complete)")->required();
+  sub->add_option("--command", a->command,
+                  "nvml:N only: the job to run at each clock of the plan (with /bin/sh -c), the SM clock locked for it "
+                  "and the energy counter logged beside it; it writes its torch.profiler trace to "
+                  "$EMO_PROFILE_DIR/rank<R>.json[.gz] (also set: EMO_PROFILE_CLOCK_MHZ, EMO_PROFILE_STEPS, "
+                  "EMO_PROFILE_RANK)");
+  sub->add_option("--clockd", a->clockd, "lock clocks through the node's emo clockd at this socket (no root needed)");
+  sub->add_option("--clockd-gpu", a->clockd_gpu, "the daemon's GPU number (its config's order)")->capture_default_str();
+  sub->add_option("--rank", a->rank, "the rank whose trace and energy log are written")->capture_default_str();
+  sub->add_option("--timeout", a->timeout_s, "seconds the command may run at each clock")->capture_default_str();
   sub->callback([a, &action] {
     action = [a] {
       if (Status st = check_outputs(a->flags.traces, {{"-o", a->out}}); !st.ok()) return fail(st.error());
+      const bool hardware = a->flags.device.rfind("nvml:", 0) == 0;
+      if (hardware && a->command.empty())
+        return fail(Error{"--device " + a->flags.device, "profiling on a real GPU runs the job: give --command", ""});
+      if (!hardware && (!a->command.empty() || !a->clockd.empty()))
+        return fail(Error{"--command/--clockd", "only apply with --device nvml:N", "the emulated GPU runs the step itself"});
+      if (a->rank < 0) return fail(Error{"--rank", fmt::format("must be 0 or more, got {}", a->rank), ""});
+      if (!(a->timeout_s > 0)) return fail(Error{"--timeout", "must be more than 0", ""});
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
+      if (hardware) return profile_on_hardware(*a, *s);
       if (Status st = s->write_profiled_dir(a->out); !st.ok()) return fail(st.error());
       const pack::Packing& p = **s->packing();
       std::printf("profiling runs at %s MHz (%d steps each, %zu rank(s)) written to %s/\n",

@@ -22,9 +22,11 @@ int main(int argc, char** argv) {
   emo::cli::add_profile(app, action);
   emo::cli::add_optimize(app, action);
   emo::cli::add_evaluate(app, action);
+  emo::cli::add_apply(app, action);
   emo::cli::add_run(app, action);
   emo::cli::add_pipeline(app, action);
   emo::cli::add_calibrate(app, action);
+  emo::cli::add_clockd(app, action);
   // An empty argument is never a value EMO reads (CLI11 would take `--max-slowdown ""` as 0 and
   // `--step ""` as the default): a usage error naming what it was given to.
   for (int i = 1; i < argc; ++i) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,7 +31,11 @@ struct ClockChange {
 struct ClockSchedule {
   int initial_mhz = 0;
   std::vector<std::vector<ClockChange>> ranks;
-  static ClockSchedule locked(int clock_mhz) { return ClockSchedule{clock_mhz, {}}; }
+  // Online instead (a runtime in virtual time): called as each step starts with its index and start
+  // (ns from the run's start); fills per rank the changes made from then on, `issue_ns` from the
+  // run's start. `ranks` is then ignored.
+  std::function<void(int step, int64_t step_start_ns, std::vector<std::vector<ClockChange>>& out)> online;
+  static ClockSchedule locked(int clock_mhz) { return ClockSchedule{clock_mhz, {}, {}}; }
 };
 
 inline constexpr int kMaxRunSteps = 1000;  // steps of one run, at most
@@ -71,6 +76,8 @@ struct RunResult {
   double energy_j = 0;           // all GPUs, whole run (busy and idle)
   std::vector<double> step_energy_j;  // all GPUs, each step (from its start to the next step's)
   std::vector<RankRun> ranks;
+  // The run's time 0 on the trace clock: energy samples and traces are at trace_origin_ns + ns.
+  int64_t trace_origin_ns = 0;
   double mean_step_ns() const;
   double energy_per_step_j() const { return step_ns.empty() ? 0 : energy_j / double(step_ns.size()); }
 };
