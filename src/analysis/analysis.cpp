@@ -58,6 +58,10 @@ Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions
   for (auto& t : w.ranks) {
     auto s = trace::select_step(t, options.step);
     if (!s.ok()) return s.error();
+    if (options.cpu_ops_as_kernels) {
+      auto k = trace::cpu_ops_as_kernels(t);
+      if (!k.ok()) return k.error();
+    }
     w.steps.push_back(s.value());
     w.events += static_cast<int64_t>(t.events.size());
   }

@@ -216,7 +216,10 @@ std::optional<Fallback> Monitor::check(int next_step) {
   if (d.time_ns.n < 2 || p.time_ns.n < 2 || p.blocks < 2) return std::nullopt;
   const auto [r, se] = ratio(p.time_ns.mean(), p.time_ns.se(), d.time_ns.mean(), d.time_ns.se());
   const double slow = r - 1;
+  // Over the bound on the mean: dropped now. Within it, but not by 2 SE: dropped once there are
+  // kMinPolicySteps measured policy steps (a few noisy first steps do not drop a good policy).
   if (slow + 2 * se <= max_slowdown_) return std::nullopt;
+  if (slow <= max_slowdown_ && p.time_ns.n < kMinPolicySteps) return std::nullopt;
   Fallback f;
   f.step = next_step;
   f.slowdown_pct = 100 * slow;

@@ -186,6 +186,9 @@ Result<std::unique_ptr<Runtime>> Runtime::start(RuntimeOptions o) {
     o.phases.block_steps = auto_block_steps(o.program.predicted_step_ns, 25 * o.energy_update_ms * 1e6);
   auto impl = std::make_unique<Impl>(std::move(o));
   impl->report.block_steps = impl->o.phases.block_steps;
+  impl->report.realtime_minus_steady_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      now_ns();
   if (impl->o.energy_j) impl->monitor.expect_gpus(1);
   Impl* raw = impl.get();
   raw->thread = std::thread([raw] { raw->run(); });
@@ -274,6 +277,13 @@ nlohmann::json runtime_report_json(const RuntimeReport& r, bool with_issues) {
                     {"call_us", double(x.returned_ns - x.at_ns) / 1e3}, {"ok", x.ok}});
     }
     j["issues"] = is;
+    // Each step's anchor on the realtime clock (Kineto's), the last kept steps.
+    json anchors = json::array();
+    for (const auto& st : r.steps) anchors.push_back({{"step", st.step}, {"anchor_realtime_ns", st.anchor_ns + r.realtime_minus_steady_ns}});
+    j["anchors"] = anchors;
+    json abs = json::array();
+    for (const auto& x : r.issues) abs.push_back(x.at_ns + r.realtime_minus_steady_ns);
+    j["issue_realtime_ns"] = abs;
   }
   return j;
 }

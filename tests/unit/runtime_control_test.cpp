@@ -113,17 +113,21 @@ TEST(RuntimeMonitor, APolicyOverItsBoundIsDroppedForTheDefaultClockAndStaysDropp
 }
 
 TEST(RuntimeMonitor, NoiseNearTheBoundCountsAgainstThePolicy) {
-  // 4.9 % measured, but with steps this noisy mean + 2 SE is over 5 %: dropped.
+  // 4.9 % measured, but with steps this noisy mean + 2 SE is over 5 %: dropped, once 30 policy steps
+  // are measured (the tenth policy block).
   Monitor m(0.05, PhaseOptions{4, false, 2, 0});
   int64_t t = 0;
   bool fired = false;
-  for (int k = 0; k <= 40 && !fired; ++k) {
+  int fired_at = -1;
+  for (int k = 0; k <= 80 && !fired; ++k) {
     m.anchor(k, t, std::nullopt);
     fired = m.check(k).has_value();
+    if (fired) fired_at = k;
     const bool policy = m.mode_of(k) == Mode::kPolicy;
     t += int64_t((policy ? 104.9 : 100) * (k % 2 == 0 ? 1.03 : 0.97) * 1e6);
   }
   EXPECT_TRUE(fired);
+  EXPECT_EQ(fired_at, 8 + 10 * 4);
 }
 
 TEST(RuntimeMonitor, VerifyAlternatesAndGivesIntervalsForBoth) {

@@ -17,6 +17,7 @@ struct AnalyzeArgs {
   std::optional<int64_t> step;
   bool per_kernel = false;
   bool no_split = false;
+  bool cpu_ops_as_kernels = false;
 };
 }  // namespace
 
@@ -33,6 +34,7 @@ void add_analyze(CLI::App& root, Action& action) {
   sub->add_option("--critical-path-csv", args->path_csv,
                   "write the critical path piece by piece (nodes and dependency latencies) to FILE");
   sub->add_flag("--per-kernel", args->per_kernel, "include every GPU op with its slack in --json");
+  sub->add_flag("--cpu-ops-as-kernels", args->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
   sub->add_flag("--no-split-collectives", args->no_split,
                 "keep each collective kernel whole instead of splitting wait-for-peers from transfer");
   sub->callback([args, &action] {
@@ -42,6 +44,7 @@ void add_analyze(CLI::App& root, Action& action) {
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.build.split_collectives = !args->no_split;
+      o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       if (auto an = s->analysis(); !an.ok()) return fail(an.error());

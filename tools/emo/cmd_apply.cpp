@@ -26,6 +26,7 @@ struct ApplyArgs {
   uint64_t seed = 1;
   bool verify = false;
   bool evaluate = false;
+  bool cpu_ops_as_kernels = false;
 };
 
 std::string ci(const std::vector<double>& v) {
@@ -57,6 +58,7 @@ void add_apply(CLI::App& root, Action& action) {
   sub->add_flag("--verify", a->verify, "alternate blocks at the default clock and under the policy; report both with 95 % intervals");
   sub->add_flag("--evaluate", a->evaluate, "also run `emo evaluate`'s measurement of the policy and print both");
   sub->add_option("--json", a->json_out, "write the result as JSON to FILE ('-' = stdout)");
+  sub->add_flag("--cpu-ops-as-kernels", a->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
   sub->callback([a, &action] {
     action = [a] {
       std::vector<std::string> inputs = a->traces;
@@ -68,6 +70,7 @@ void add_apply(CLI::App& root, Action& action) {
       o.device = a->device;
       if (Status st = set_step(a->step, o.load.step); !st.ok()) return fail(st.error());
       o.policy_file = a->policy;
+      o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
       auto s = session::Session::open(std::move(o));
       if (!s.ok()) return fail(s.error());
       if (!s->target().emulated()) {

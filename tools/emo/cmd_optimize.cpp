@@ -88,6 +88,7 @@ struct EvaluateArgs {
   std::string json_out;
   std::optional<int64_t> step;
   int steps = 12;
+  bool cpu_ops_as_kernels = false;
 };
 }  // namespace
 
@@ -103,6 +104,7 @@ void add_evaluate(CLI::App& root, Action& action) {
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--steps", a->steps, "steps to run each plan for, 2 to 1000 (the first is a warm-up)")->capture_default_str();
   sub->add_option("--json", a->json_out, "write the comparison as JSON to FILE ('-' = stdout)");
+  sub->add_flag("--cpu-ops-as-kernels", a->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
   sub->callback([a, &action] {
     action = [a] {
       std::vector<std::string> inputs = a->traces;
@@ -114,6 +116,7 @@ void add_evaluate(CLI::App& root, Action& action) {
       if (Status st = set_step(a->step, o.load.step); !st.ok()) return fail(st.error());
       o.eval_steps = a->steps;
       o.policy_file = a->policy;
+      o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
       auto s = session::Session::open(std::move(o));
       if (!s.ok()) return fail(s.error());
       if (!s->target().emulated())

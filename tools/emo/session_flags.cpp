@@ -21,6 +21,8 @@ void PackFlags::add_to(CLI::App* sub, const std::string& device_help) {
   sub->add_flag("--per-kernel", per_kernel,
                 "kernel-level reference: every GPU op is a pack of its own (no minimum length), to measure "
                 "what packing costs");
+  sub->add_flag("--cpu-ops-as-kernels", cpu_ops_as_kernels,
+                "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
 }
 
 Result<session::Options> PackFlags::options() const {
@@ -28,6 +30,7 @@ Result<session::Options> PackFlags::options() const {
   o.traces = traces;
   o.device = device;
   EMO_RETURN_IF_ERROR(set_step(step, o.load.step));
+  o.load.cpu_ops_as_kernels = cpu_ops_as_kernels;
   o.pack.min_switch_multiple = min_pack;
   if (min_pack_ms_option && min_pack_ms_option->count() > 0) {
     if (!(min_pack_ms >= 0 && min_pack_ms <= 1e9))

@@ -22,6 +22,7 @@ struct PackFlags {
   double critical_us = 50;
   int clocks = 4;
   bool per_kernel = false;
+  bool cpu_ops_as_kernels = false;
   // Registers the flags on `sub` (the traces positional included).
   void add_to(CLI::App* sub, const std::string& device_help);
   // The session's options for these flags (the rest at their defaults).

@@ -19,6 +19,8 @@ namespace emo::analysis {
 
 struct LoadOptions {
   std::optional<int64_t> step;  // ProfilerStep number; nullopt = last complete step
+  // A CPU-only trace's operators stand in for the kernels of a GPU job (trace::cpu_ops_as_kernels).
+  bool cpu_ops_as_kernels = false;
   graph::BuildOptions build;
 };
 

@@ -159,9 +159,11 @@ class Monitor {
   }
   // The mode of the next step: the phases' plan, or the default clock for good after a fallback.
   Mode mode_of(int step) const;
-  // After each closed policy block: drops the policy when mean + 2 SE of the measured slowdown is
-  // over the bound (with at least 2 measured blocks of each mode). Returns the fallback when it fires.
+  // After each closed policy block (with at least 2 measured blocks of each mode): drops the policy
+  // when its measured slowdown is over the bound, or when mean + 2 SE is and kMinPolicySteps policy
+  // steps have been measured. Returns the fallback when it fires.
   std::optional<Fallback> check(int next_step);
+  static constexpr int64_t kMinPolicySteps = 30;
   // The last kKeptSteps steps (older ones live on in the statistics only).
   static constexpr size_t kKeptSteps = 4096;
   const std::deque<StepRecord>& steps() const { return steps_; }

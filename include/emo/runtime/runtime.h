@@ -69,6 +69,9 @@ struct RuntimeReport {
   int64_t skipped_redundant = 0, skipped_superseded = 0;
   std::vector<Error> errors;  // failed clock calls or energy reads (the policy is dropped after one)
   int block_steps = 0;
+  // CLOCK_REALTIME − the steady clock of every *_ns above, sampled at start: adding it puts anchors
+  // and calls on the clock of a Kineto trace's baseTimeNanoseconds (to compare with its kernels).
+  int64_t realtime_minus_steady_ns = 0;
 };
 
 class Runtime {

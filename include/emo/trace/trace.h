@@ -160,4 +160,15 @@ Result<RankTrace> parse_trace(std::string_view json, const std::string& name,
 // the step number used (-1: no step, the profiler window or the whole trace).
 Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step);
 
+// A trace of a CPU-only run (torch on a laptop or a CI machine) turned into the trace of a GPU job whose
+// kernels mirror its CPU operators: every leaf cpu_op of at least kStandInMinOpNs launches (a
+// cudaLaunchKernel at its start, kStandInLaunchNs long) a kernel of the same name on GPU 0 stream 7 that
+// runs for the rest of the operator's time, and each ProfilerStep ends with a cudaDeviceSynchronize after
+// its last such operator. The GPU side is then what an emulated GPU runs: a way to try EMO's whole loop
+// (and test it) where there is no GPU, not a measure of the run's own GPU energy. An Error when the trace
+// has GPU operations already or no operator. Returns the number of kernels added.
+inline constexpr int64_t kStandInMinOpNs = 2000;
+inline constexpr int64_t kStandInLaunchNs = 4000;
+Result<int> cpu_ops_as_kernels(RankTrace& t);
+
 }  // namespace emo::trace
