@@ -18,6 +18,18 @@ if [ -n "$nvcc_bin" ] && [ ! -x build/tools/emo/emo-microbench ]; then
   exit 1
 fi
 ctest --test-dir build --output-on-failure -j "$jobs"
+
+# The Python package (docs/python.md): `pip install .` into a venv that is kept (build-python/venv) with
+# its build folder (build-python/<wheel tag>, incremental), then its tests against the CLI just built.
+echo "== Python package (pip install .) + pytest"
+py_start=$SECONDS
+venv=build-python/venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check scikit-build-core nanobind numpy pandas pytest tqdm
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation .
+PYTHONDONTWRITEBYTECODE=1 EMO_CLI=build/tools/emo/emo EMO_NVML_STANDIN_DIR=build/tests/nvml_standin \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+echo "Python package and tests: $((SECONDS - py_start)) s"
 [ "${1:-}" = "--quick" ] && exit 0
 
 echo "== ASan/UBSan build + tests"
