@@ -19,13 +19,19 @@ if [ -n "$nvcc_bin" ] && [ ! -x build/tools/emo/emo-microbench ]; then
 fi
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-# The Python package (docs/python.md): `pip install .` into a venv that is kept (build-python/venv) with
-# its build folder (build-python/<wheel tag>, incremental), then its tests against the CLI just built.
+# The Python package (docs/python.md): `pip install .` into a venv kept outside the checkout
+# ($EMO_VENV, default ~/.cache/emo/venv: PyPI's torch, several GB, is installed into it once per
+# machine and reused) with its build folder (build-python/<wheel tag>, incremental), then its tests
+# against the CLI just built — emo.torch's train a small model on the CPU.
 echo "== Python package (pip install .) + pytest"
 py_start=$SECONDS
-venv=build-python/venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+venv=${EMO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/emo/venv}
+[ -x "$venv/bin/python" ] || { mkdir -p "$(dirname "$venv")" && python3 -m venv "$venv"; }
 "$venv/bin/python" -m pip install -q --disable-pip-version-check scikit-build-core nanobind numpy pandas pytest tqdm
+if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  echo "installing torch into $venv (once per machine)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check torch
+fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation .
 PYTHONDONTWRITEBYTECODE=1 EMO_CLI=build/tools/emo/emo EMO_NVML_STANDIN_DIR=build/tests/nvml_standin \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests

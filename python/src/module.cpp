@@ -38,6 +38,8 @@
 #include "emo/pack/pack.h"
 #include "emo/report/report.h"
 #include "emo/report/views.h"
+#include "emo/runtime/clockd.h"
+#include "emo/runtime/runtime.h"
 #include "emo/session/session.h"
 #include "emo/synth/synth.h"
 
@@ -561,6 +563,61 @@ class EnergyMeter {
 
 }  // namespace
 
+// ---- the runtime inside a job --------------------------------------------------------------------
+
+// emo.Runtime: emo::runtime::Runtime with what it steers opened from a spec: "" (a dry run: every change
+// decided and recorded, none made), "nvml:N" (NVML in this process: root) or "clockd:SOCKET#G" (the
+// node's daemon). `meter` (an NVML index, -1: none) is the energy counter read beside it.
+struct PyRuntime {
+  std::unique_ptr<emo::device::Device> nvml_clock, nvml_meter;
+  std::unique_ptr<emo::runtime::ClockControl> clock;
+  std::unique_ptr<emo::runtime::Runtime> rt;
+  nb::object report;  // after stop()
+
+  void open(const std::string& policy_text, const std::string& where, int rank, const std::string& clock_spec, int meter,
+            bool gpu_anchor, uintptr_t stream, bool verify, int block_steps, bool log) {
+    emo::runtime::RuntimeOptions o;
+    o.program = take(emo::runtime::program_from_policy(policy_text, where));
+    o.rank = size_t(std::max(0, rank));
+    if (rank < 0) raise(emo::make_error("rank", "must be 0 or more"));
+    if (clock_spec.empty() || clock_spec == "dry-run") {
+      o.dry_run = true;
+    } else if (clock_spec.rfind("nvml:", 0) == 0) {
+      const int idx = std::atoi(clock_spec.c_str() + 5);
+      nvml_clock = take(emo::device::open_nvml_device(idx));
+      clock = std::make_unique<emo::runtime::DeviceClockControl>(*nvml_clock);
+      if (meter < 0) meter = idx;
+    } else if (clock_spec.rfind("clockd:", 0) == 0) {
+      const std::string rest = clock_spec.substr(7);
+      const size_t hash = rest.rfind('#');
+      const std::string socket = hash == std::string::npos ? rest : rest.substr(0, hash);
+      const int gpu = hash == std::string::npos ? 0 : std::atoi(rest.c_str() + hash + 1);
+      clock = take(emo::runtime::ClockdClient::connect(socket, gpu));
+    } else {
+      raise(emo::make_error("clock", "'" + clock_spec + "' is not a clock control",
+                            "give '' (dry run), 'nvml:N' or 'clockd:SOCKET#GPU'"));
+    }
+    o.clock = clock.get();
+    if (meter >= 0) {
+      nvml_meter = take(emo::device::open_nvml_device(meter));
+      emo::device::Device* d = nvml_meter.get();
+      o.energy_j = [d] { return d->energy_j(); };
+    }
+    if (gpu_anchor) {
+      o.launch = take(emo::runtime::cuda_launch_host_func()).fn;
+      o.stream = reinterpret_cast<void*>(stream);
+    }
+    o.phases.verify = verify;
+    o.phases.block_steps = block_steps;
+    o.log_to_stderr = log;
+    rt = take(emo::runtime::Runtime::start(std::move(o)));
+  }
+  emo::runtime::Runtime& live() {
+    if (!rt) raise(emo::make_error("runtime", "stopped"));
+    return *rt;
+  }
+};
+
 NB_MODULE(_emo, m) {
   m.doc() = "EMO's C++ core (the package emo wraps it; use that)";
   m.attr("__version__") = EMO_VERSION;
@@ -682,7 +739,7 @@ NB_MODULE(_emo, m) {
             ao.seed = seed;
             return json_call(self, [&](emo::session::Session& s) { return apply_document(s, ao, evaluate); });
           },
-          nb::kw_only(), "steps"_a = 200, "verify"_a = false, "block_steps"_a = 0, "seed"_a = 1, "evaluate"_a = false,
+          nb::kw_only(), "steps"_a = 0, "verify"_a = false, "block_steps"_a = 0, "seed"_a = 1, "evaluate"_a = false,
           "`emo apply --json` (without its \"policy\" key) and its warnings")
       .def(
           "stage_ms",
@@ -746,6 +803,46 @@ NB_MODULE(_emo, m) {
       },
       "workload"_a, "out_dir"_a, nb::kw_only(), "ranks"_a = 2, "layers"_a = 4, "steps"_a = 3, "decode_tokens"_a = 16,
       "microbatches"_a = 8, "seed"_a = 1, "min_events"_a = 0, "`emo synth`: the files written, one per rank");
+
+  nb::class_<PyRuntime>(m, "Runtime", "The runtime inside a job (include/emo/runtime/runtime.h): two calls per step")
+      .def(
+          "__init__",
+          [](PyRuntime* self, const std::string& policy_text, const std::string& where, int rank, const std::string& clock,
+             int meter, bool gpu_anchor, uintptr_t stream, bool verify, int block_steps, bool log) {
+            new (self) PyRuntime();
+            self->open(policy_text, where, rank, clock, meter, gpu_anchor, stream, verify, block_steps, log);
+          },
+          "policy_text"_a, "where"_a = "policy", nb::kw_only(), "rank"_a = 0, "clock"_a = "", "meter"_a = -1,
+          "gpu_anchor"_a = false, "stream"_a = 0, "verify"_a = false, "block_steps"_a = 0, "log"_a = true)
+      .def("step_begin", [](PyRuntime& r) { r.live().step_begin(); }, "the step starts (enqueues its anchor)")
+      .def("step_end", [](PyRuntime& r) { r.live().step_end(); }, "the step's work has been enqueued")
+      .def(
+          "snapshot",
+          [](PyRuntime& r) {
+            if (!r.rt) return r.report;
+            emo::runtime::RuntimeReport rep;
+            {
+              nb::gil_scoped_release nogil;
+              rep = r.rt->snapshot();
+            }
+            return to_py(emo::runtime::runtime_report_json(rep, false));
+          },
+          "the measurement so far (emo apply's keys)")
+      .def(
+          "stop",
+          [](PyRuntime& r) {
+            if (!r.rt) return r.report;
+            std::optional<emo::Result<emo::runtime::RuntimeReport>> rep;
+            {
+              nb::gil_scoped_release nogil;
+              rep.emplace(r.rt->stop());
+            }
+            r.rt.reset();
+            r.clock.reset();
+            r.report = to_py(emo::runtime::runtime_report_json(take(std::move(*rep)), true));
+            return r.report;
+          },
+          "stops, resets the clock; the report with every call made (or, dry run, decided)");
 
   nb::class_<EnergyMeter>(m, "EnergyMeter", "GPUs opened through NVML (libnvidia-ml.so.1), read together")
       .def(nb::init<const std::vector<int>&>(), "indices"_a)

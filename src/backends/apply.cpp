@@ -38,14 +38,27 @@ Result<ApplyResult> apply_emulated(const Target& on, const analysis::Workload& w
   auto gpu = on.emulated_gpu("`emo apply` runs the job on the emulated GPU",
                              "use --device emulated:NAME; on hardware the runtime runs inside the job (docs/runtime.md)");
   if (!gpu) return gpu.error();
-  if (o.steps < 4 || o.steps > emulator::kMaxRunSteps)
-    return make_error("--steps", fmt::format("must be from 4 to {}, got {}", emulator::kMaxRunSteps, o.steps));
+  if (o.steps != 0 && (o.steps < 4 || o.steps > emulator::kMaxRunSteps))
+    return make_error("--steps", fmt::format("must be 0 (auto) or from 4 to {}, got {}", emulator::kMaxRunSteps, o.steps));
   const size_t n_ranks = w.graph.rank_paths.size();
   const runtime::Program program = runtime::program_of(policy, n_ranks);
   runtime::PhaseOptions phases;
   phases.verify = o.verify;
   const double window_ns = 25 * (*gpu)->energy_update_ms() * 1e6;
   phases.block_steps = o.block_steps > 0 ? o.block_steps : runtime::auto_block_steps(program.predicted_step_ns, window_ns);
+  ApplyOptions auto_o = o;
+  if (o.steps == 0) {
+    // Auto: 12 blocks where they fit in kMaxRunSteps, else the fewest that measure (5; 4 with --verify).
+    const int fewest = o.verify ? 4 : phases.reference_blocks + 3;
+    if (o.block_steps == 0) phases.block_steps = std::min(phases.block_steps, emulator::kMaxRunSteps / fewest);
+    auto_o.steps = std::clamp(12 * phases.block_steps, fewest * phases.block_steps, emulator::kMaxRunSteps);
+  }
+  return apply_run(**gpu, w, program, phases, auto_o);
+}
+
+Result<ApplyResult> apply_run(const emulator::EmulatedGpu& gpu, const analysis::Workload& w,
+                              const runtime::Program& program, runtime::PhaseOptions phases, const ApplyOptions& o) {
+  const size_t n_ranks = w.graph.rank_paths.size();
   // Two reference blocks, then at least three policy blocks.
   if (!o.verify && o.steps < (phases.reference_blocks + 3) * phases.block_steps) {
     return make_error("--steps", fmt::format("{} steps leave too few for {} reference and 3 policy blocks of {} steps",
@@ -90,7 +103,7 @@ Result<ApplyResult> apply_emulated(const Target& on, const analysis::Workload& w
   ro.trace_steps = 0;
   ro.seed = o.seed;
   ro.energy_log = true;
-  auto run = (*gpu)->run(w, s, ro);
+  auto run = gpu.run(w, s, ro);
   if (!run) return run.error();
   // The step after the last: its anchor closes the last step.
   monitor.anchor(o.steps, run->end_ns + int64_t(anchor_delay(rng)), std::nullopt);

@@ -96,8 +96,12 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   const graph::Graph& g = w.graph;
   const size_t n_ranks = g.rank_paths.size();
   const GpuTruth& gpu = impl_->gpu;
-  if (options.steps < 1 || options.steps > kMaxRunSteps)
-    return make_error("emulator", fmt::format("steps must be from 1 to {}", kMaxRunSteps));
+  if (options.steps < 1 || options.steps > kMaxEmulatedSteps)
+    return make_error("emulator", fmt::format("steps must be from 1 to {}", kMaxEmulatedSteps));
+  if (int64_t(options.steps) * int64_t(std::max<size_t>(1, g.num_nodes())) > kMaxRunNodeSteps) {
+    return make_error("emulator", fmt::format("{} steps of {} graph nodes are more than a run replays ({})", options.steps,
+                                              g.num_nodes(), kMaxRunNodeSteps));
+  }
   if (options.trace_steps < 0 || options.trace_steps > options.steps)
     return make_error("emulator", "trace_steps must be between 0 and steps");
   if (schedule.ranks.size() > n_ranks)

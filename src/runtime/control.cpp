@@ -29,6 +29,59 @@ Program program_of(const optimize::PolicyFile& policy, size_t n_ranks) {
   return p;
 }
 
+Result<Program> program_from_policy(const std::string& text, const std::string& where) {
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return make_error(where, std::string("not JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "emo-policy/1")
+    return make_error(where, "not a policy file (schema emo-policy/1)", "write one with `emo optimize -o`");
+  auto number = [&](const json& o, const char* key, double& out) -> Status {
+    if (!o.contains(key) || !o[key].is_number()) return make_error(where, std::string("missing or not a number: ") + key);
+    out = o[key].get<double>();
+    return {};
+  };
+  Program p;
+  double v = 0;
+  EMO_RETURN_IF_ERROR(number(j, "default_clock_mhz", v));
+  p.default_clock_mhz = int(v);
+  EMO_RETURN_IF_ERROR(number(j, "max_slowdown", v));
+  p.max_slowdown = v;
+  if (p.default_clock_mhz <= 0 || !(p.max_slowdown > 0)) return make_error(where, "default_clock_mhz and max_slowdown must be positive");
+  if (j.contains("predicted") && j["predicted"].is_object()) {
+    const json& pr = j["predicted"];
+    if (pr.contains("policy") && pr["policy"].is_object() && pr["policy"].contains("time_us") && pr["policy"]["time_us"].is_number())
+      p.predicted_step_ns = pr["policy"]["time_us"].get<double>() * 1e3;
+  }
+  size_t n_ranks = 0;
+  if (j.contains("ranks") && j["ranks"].is_array()) n_ranks = j["ranks"].size();
+  if (!j.contains("packs") || !j["packs"].is_array()) return make_error(where, "no packs array");
+  std::vector<std::pair<size_t, Change>> changes;
+  for (size_t k = 0; k < j["packs"].size(); ++k) {
+    const json& pk = j["packs"][k];
+    const std::string at = where + ": packs[" + std::to_string(k) + "]";
+    if (!pk.is_object()) return make_error(at, "not an object");
+    double rank = 0, clock = 0, issue = 0;
+    if (!pk.contains("rank") || !pk["rank"].is_number_integer() || pk["rank"].get<int64_t>() < 0)
+      return make_error(at, "rank must be an integer, 0 or more");
+    rank = double(pk["rank"].get<int64_t>());
+    if (Status st = number(pk, "clock_mhz", clock); !st.ok()) return make_error(at, st.error().what);
+    if (Status st = number(pk, "issue_at_us", issue); !st.ok()) return make_error(at, st.error().what);
+    if (clock <= 0) return make_error(at, "clock_mhz must be positive");
+    changes.emplace_back(size_t(rank), Change{int64_t(std::llround(issue * 1e3)), int(clock), uint32_t(k)});
+    n_ranks = std::max(n_ranks, size_t(rank) + 1);
+  }
+  p.ranks.assign(n_ranks, {});
+  for (const auto& [r, c] : changes) p.ranks[r].push_back(c);
+  for (auto& r : p.ranks) {
+    std::stable_sort(r.begin(), r.end(), [](const Change& a, const Change& b) { return a.issue_at_ns < b.issue_at_ns; });
+  }
+  return p;
+}
+
 // ---- controller ----
 
 std::optional<Issue> Controller::decide(int64_t anchor_ns, const std::vector<Change>& changes, size_t i) {

@@ -44,6 +44,7 @@ struct Runtime::Impl {
   RuntimeOptions o;
   std::mutex mu;
   std::condition_variable cv;
+  mutable std::mutex state_mu;  // the monitor, the controller and the report (the controller thread writes)
   std::deque<std::pair<int, int64_t>> anchors;  // (step, anchor) posted, not yet taken
   int begun = 0;        // step_begin calls (the job's thread)
   int reached = 0;      // anchors posted (the GPU's host functions, or the CPU)
@@ -87,9 +88,11 @@ struct Runtime::Impl {
     auto e = o.energy_j();
     next_poll = now_ns() + int64_t(o.counter_poll_ms * 1e6);
     if (!e) {
+      std::lock_guard<std::mutex> lk(state_mu);
       if (report.errors.size() < 16) report.errors.push_back(e.error());
       return std::nullopt;
     }
+    std::lock_guard<std::mutex> lk(state_mu);
     monitor.counter(0, now_ns(), *e);
     return *e;
   }
@@ -125,7 +128,9 @@ struct Runtime::Impl {
       const auto [step, anchor] = anchors.front();
       anchors.pop_front();
       lk.unlock();
-      monitor.anchor(step, anchor, read_counter());
+      const std::optional<double> reading = read_counter();
+      std::unique_lock<std::mutex> state(state_mu);
+      monitor.anchor(step, anchor, reading);
       if (auto fb = monitor.check(step)) {
         report.fallbacks.push_back(*fb);
         say(fmt::format("warning: emo runtime: the policy is dropped for the default clock from step {}: measured "
@@ -133,12 +138,17 @@ struct Runtime::Impl {
                         fb->step, fb->slowdown_pct, fb->slowdown_se_pct, 100 * o.program.max_slowdown));
       }
       const Mode mode = failed ? Mode::kDefault : monitor.mode_of(step);
+      state.unlock();
       const auto& changes = mode == Mode::kPolicy ? o.program.ranks[o.rank] : to_default;
       lk.lock();
       bool stop_now = stopping;  // steps anchored before the stop are measured, their changes not made
       lk.unlock();
       for (size_t i = 0; i < changes.size() && !stop_now; ++i) {
-        auto d = controller.decide(anchor, changes, i);
+        std::optional<Issue> d;
+        {
+          std::lock_guard<std::mutex> state_lk(state_mu);
+          d = controller.decide(anchor, changes, i);
+        }
         if (!d) continue;
         lk.lock();
         wait(lk, d->at_ns, [&] { return stopping; });
@@ -156,6 +166,7 @@ struct Runtime::Impl {
         rec.returned_ns = now_ns();
         rec.ok = st.ok();
         d->at_ns = rec.at_ns;
+        std::lock_guard<std::mutex> state_lk(state_mu);
         controller.issued(*d, rec.returned_ns);
         ++report.calls;
         if (report.issues.size() < RuntimeReport::kKeptIssues) report.issues.push_back(rec);
@@ -165,7 +176,7 @@ struct Runtime::Impl {
           failed = true;
           const int64_t t = now_ns();
           (void)call(o.program.default_clock_mhz);
-          controller.issued(Issue{t, o.program.default_clock_mhz, 0, 0}, now_ns());
+          controller.issued(Issue{t, o.program.default_clock_mhz, 0, 0}, now_ns());  // state_lk held
           break;
         }
       }
@@ -251,6 +262,18 @@ Result<RuntimeReport> Runtime::stop() {
     }
   }
   return m.report;
+}
+
+RuntimeReport Runtime::snapshot() const {
+  const Impl& m = *impl_;
+  std::lock_guard<std::mutex> lk(m.state_mu);
+  RuntimeReport r = m.report;
+  r.measured = m.monitor.report();
+  r.steps.assign(m.monitor.steps().begin(), m.monitor.steps().end());
+  r.steps_seen = m.monitor.steps_seen();
+  r.skipped_redundant = m.controller.skipped_redundant();
+  r.skipped_superseded = m.controller.skipped_superseded();
+  return r;
 }
 
 nlohmann::json runtime_report_json(const RuntimeReport& r, bool with_issues) {

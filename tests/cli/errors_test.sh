@@ -231,7 +231,7 @@ says "evaluate for a billion steps" "^error: --steps: must be from 2"
 expect 1 "apply off the emulator" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device h100
 says "apply off the emulator" "^error: --device h100: emo apply runs the job on the emulated GPU"
 expect 1 "apply for too few steps" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --steps 2
-says "apply for too few steps" "^error: --steps: must be from 4"
+says "apply for too few steps" "^error: --steps: must be 0 (auto) or from 4"
 expect 1 "apply with fewer steps than its blocks" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --steps 12 --block-steps 4
 says "apply with fewer steps than its blocks" "note: give --steps 20 or more"
 expect 1 "apply with negative blocks" -- "$emo" apply "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --block-steps -1

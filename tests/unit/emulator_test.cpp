@@ -139,7 +139,7 @@ TEST(Emulator, UnsupportedClockIsAnError) {
 
 TEST(Emulator, RunLengthOutsideItsRangeIsAnError) {
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 1);
-  for (int steps : {0, kMaxRunSteps + 1, 1'000'000'000}) {  // (a billion used to run for hours)
+  for (int steps : {0, kMaxEmulatedSteps + 1, 1'000'000'000}) {  // (a billion used to run for hours)
     RunOptions o;
     o.steps = steps;
     o.trace_steps = 0;
@@ -147,6 +147,19 @@ TEST(Emulator, RunLengthOutsideItsRangeIsAnError) {
     ASSERT_FALSE(run.ok()) << steps;
     EXPECT_NE(run.error().what.find("steps must be from 1 to"), std::string::npos) << run.error().what;
   }
+  // Within the step count, but more node replays than a run does: an error naming both.
+  RunOptions o;
+  o.steps = int(kMaxRunNodeSteps / int64_t(w.graph.num_nodes())) + 1;
+  o.trace_steps = 0;
+  auto run = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error().what.find("graph nodes are more than a run replays"), std::string::npos) << run.error().what;
+  // A short step runs as many times as 2 s of it take: here a few thousand steps.
+  o.steps = 3000;
+  o.energy_log = false;
+  auto many = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+  ASSERT_TRUE(many.ok()) << many.error().message();
+  EXPECT_EQ(many->step_ns.size(), 3000u);
 }
 
 TEST(Emulator, EnergyCounterUpdatesCoarselyAndAddsUp) {

@@ -332,6 +332,36 @@ TEST(Apply, APolicyRunningOverItsBoundIsDroppedAndSaid) {
   EXPECT_GT(v->measured.default_side.energy_windows, 3);
 }
 
+TEST(Apply, AJobReadsThePolicyTextAsTheCheckedPolicyGivesIt) {
+  session::Session s = open_session(synth::Workload::kTrainPP, 4, 8, "emulated:h100");
+  auto sol = s.solution();
+  ASSERT_TRUE(sol.ok());
+  auto problem = s.problem();
+  ASSERT_TRUE(problem.ok());
+  const std::string text = optimize::policy_json(**problem, (*sol)->solution, 0.05).dump(2);
+  auto from_text = program_from_policy(text, "policy.json");
+  ASSERT_TRUE(from_text.ok()) << from_text.error().message();
+  const Program from_file = program_of(**s.policy(), 4);
+  ASSERT_EQ(from_text->ranks.size(), from_file.ranks.size());
+  EXPECT_EQ(from_text->default_clock_mhz, from_file.default_clock_mhz);
+  EXPECT_DOUBLE_EQ(from_text->max_slowdown, from_file.max_slowdown);
+  EXPECT_NEAR(from_text->predicted_step_ns, from_file.predicted_step_ns, 1.0);
+  for (size_t r = 0; r < from_file.ranks.size(); ++r) {
+    ASSERT_EQ(from_text->ranks[r].size(), from_file.ranks[r].size()) << r;
+    for (size_t i = 0; i < from_file.ranks[r].size(); ++i) {
+      EXPECT_EQ(from_text->ranks[r][i].clock_mhz, from_file.ranks[r][i].clock_mhz);
+      EXPECT_NEAR(double(from_text->ranks[r][i].issue_at_ns), double(from_file.ranks[r][i].issue_at_ns), 1.0);
+    }
+  }
+  EXPECT_FALSE(program_from_policy("{}", "x.json").ok());
+  EXPECT_FALSE(program_from_policy("not json", "x.json").ok());
+  auto bad = program_from_policy(R"({"schema": "emo-policy/1", "default_clock_mhz": 1980, "max_slowdown": 0.05,
+                                     "packs": [{"rank": -1, "clock_mhz": 1200, "issue_at_us": 0}]})",
+                                 "x.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().where.find("packs[0]"), std::string::npos);
+}
+
 TEST(Apply, NeedsAnEmulatedGpuAndEnoughSteps) {
   session::Session s = open_session(synth::Workload::kTrainDP, 2, 4, "emulated:h100");
   auto pol = s.policy();

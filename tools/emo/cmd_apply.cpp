@@ -21,7 +21,7 @@ struct ApplyArgs {
   std::string policy, device, json_out;
   std::vector<std::string> traces;
   std::optional<int64_t> step;
-  int steps = 200;
+  int steps = 0;
   int block_steps = 0;
   uint64_t seed = 1;
   bool verify = false;
@@ -49,7 +49,8 @@ void add_apply(CLI::App& root, Action& action) {
   sub->add_option("traces", a->traces, "the trace files the policy was made for")->required();
   sub->add_option("--device", a->device, "emulated:NAME[@SEED] (on hardware the runtime runs inside the job)")->required();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
-  sub->add_option("--steps", a->steps, "steps to run, 4 to 1000")->capture_default_str();
+  sub->add_option("--steps", a->steps, "steps to run, 4 to 1000; 0: 12 blocks (fewer where they do not fit in 1000)")
+      ->capture_default_str();
   sub->add_option("--block-steps", a->block_steps,
                   "steps per block (the first of each is a transition, not measured); 0: enough for 25 updates of "
                   "the energy counter, at least 4")

@@ -19,10 +19,15 @@
 #include "emo/optimize/optimize.h"
 #include "emo/runtime/control.h"
 
+namespace emo::emulator {
+class EmulatedGpu;
+}
+
 namespace emo::backends {
 
 struct ApplyOptions {
-  int steps = 200;          // steps of the run (emulator::kMaxRunSteps at most)
+  int steps = 200;          // steps of the run (emulator::kMaxRunSteps at most); 0: 12 blocks (fewer where
+                            // they would not fit)
   bool verify = false;      // alternate blocks at the default clock and under the policy
   int block_steps = 0;      // steps per block; 0: enough for 25 energy-counter updates (at least 4)
   uint64_t seed = 1;        // the run's draws (jitter, latencies, anchors)
@@ -48,6 +53,9 @@ struct ApplyResult {
 
 Result<ApplyResult> apply_emulated(const Target& on, const analysis::Workload& w, const optimize::PolicyFile& policy,
                                    const ApplyOptions& options);
+// The run itself, phases decided (apply_emulated checks the options and picks them).
+Result<ApplyResult> apply_run(const emulator::EmulatedGpu& gpu, const analysis::Workload& w, const runtime::Program& program,
+                              runtime::PhaseOptions phases, const ApplyOptions& options);
 
 nlohmann::json apply_json(const ApplyResult& r);
 

@@ -38,10 +38,14 @@ struct ClockSchedule {
   static ClockSchedule locked(int clock_mhz) { return ClockSchedule{clock_mhz, {}, {}}; }
 };
 
-inline constexpr int kMaxRunSteps = 1000;  // steps of one run, at most
+inline constexpr int kMaxRunSteps = 1000;  // steps a user asks for (evaluate, apply), at most
+// A run's own bound: steps × the step's graph nodes. Short steps (µs decode steps, a few ops) run as many
+// steps as 2 s of energy-counter window need; long ones are bounded by their size.
+inline constexpr int64_t kMaxRunNodeSteps = 200'000'000;
+inline constexpr int kMaxEmulatedSteps = 10'000'000;
 
 struct RunOptions {
-  int steps = 1;           // the step is run this many times back to back (1 .. kMaxRunSteps)
+  int steps = 1;           // the step is run this many times back to back (see kMaxRunNodeSteps)
   int trace_steps = 1;     // the last `trace_steps` steps are written to the Kineto trace (0: none)
   double jitter = 0.004;   // run-to-run variation of each GPU op's duration (relative σ)
   uint64_t seed = 1;       // run seed (jitter, switching latencies, counter phase)

@@ -41,6 +41,10 @@ struct Program {
 
 // The policy's packs grouped per rank (ranks the policy leaves alone get no changes).
 Program program_of(const optimize::PolicyFile& policy, size_t n_ranks);
+// The same straight from a policy file's text (schema emo-policy/1), without the traces it was made
+// for: what a job's runtime reads (the packs were matched to the step when the policy was made).
+// Errors name `where` and the key.
+Result<Program> program_from_policy(const std::string& text, const std::string& where);
 
 // ---- the controller --------------------------------------------------------------------------------
 

@@ -87,6 +87,8 @@ class Runtime {
   // Stops the controller (after the changes already due), resets the clock, returns the report.
   // A failed reset is the error.
   Result<RuntimeReport> stop();
+  // The report so far (the job still running; thread-safe).
+  RuntimeReport snapshot() const;
 
   struct Impl;
 

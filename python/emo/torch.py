@@ -1,0 +1,389 @@
+"""EMO inside a PyTorch job: traces recorded the way EMO reads them, and an energy optimizer in the loop.
+
+    import emo.torch
+    opt = emo.torch.EnergyOptimizer(max_slowdown=0.05, device="nvml:auto")   # or "emulated:h100"
+    for batch in loader:
+        opt.on_step_begin()
+        train_step(batch)
+        opt.on_step_end()
+    print(opt.report())          # {"saving_pct": ..., "slowdown_pct": ..., "phase": ..., ...}
+
+The optimizer runs warm-up -> capture (torch.profiler, a few steps) -> solve on a background thread
+(emo.optimize over the captured trace) -> apply -> verify, and re-plans with a tighter target when the
+measured slowdown runs over the bound. On a GPU (`nvml:N`) the policy is applied by the runtime inside
+this process (emo._emo.Runtime: the step anchored on the job's CUDA stream, changes issued by its
+controller thread through NVML, or through the node's `emo clockd` with clockd="SOCKET"); on an
+emulated GPU (`emulated:NAME`) the captured step is run by `emo apply` on that GPU instead, so the
+whole loop can be tried without one (a CPU-only run's operators stand in for the kernels,
+emo.trace's `cpu_ops_as_kernels`). Every decision is the C++ library's; this module only sequences it.
+Adapters: `HuggingFaceCallback(opt)` (a transformers TrainerCallback) and `LightningCallback(opt)`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import warnings
+from typing import Any, Dict, List, Optional
+
+from . import _emo
+from ._api import Policy, apply as _apply, optimize as _optimize
+
+__all__ = ["capture", "trace_handler", "profiler_kwargs", "EnergyOptimizer", "HuggingFaceCallback",
+           "LightningCallback"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - the message is the point
+        raise ImportError("emo.torch needs PyTorch: pip install torch") from e
+    return torch
+
+
+def _rank_world() -> tuple:
+    torch = _torch()
+    d = torch.distributed
+    if d.is_available() and d.is_initialized():
+        return d.get_rank(), d.get_world_size()
+    return int(os.environ.get("EMO_PROFILE_RANK", os.environ.get("RANK", "0"))), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def profiler_kwargs() -> Dict[str, Any]:
+    """What EMO needs of a torch.profiler.profile, to merge into one's own: CPU and CUDA activities and,
+    where the installed torch has it, enable_cuda_sync_events (the GPU-side record of every sync)."""
+    torch = _torch()
+    from torch.profiler import ProfilerActivity
+
+    kw: Dict[str, Any] = {"activities": [ProfilerActivity.CPU]}
+    if torch.cuda.is_available():
+        kw["activities"].append(ProfilerActivity.CUDA)
+        try:
+            from torch._C._profiler import _ExperimentalConfig
+
+            kw["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
+        except (ImportError, TypeError):  # an older torch: syncs are then inferred from the CPU side
+            pass
+    return kw
+
+
+def trace_handler(out_dir: Optional[str] = None, gzip: bool = True):
+    """An on_trace_ready for one's own torch.profiler schedule: writes OUT_DIR/rank<R>.json[.gz] (the rank
+    from torch.distributed, else $EMO_PROFILE_RANK / $RANK, else 0), one file per rank as EMO reads them.
+    OUT_DIR defaults to $EMO_PROFILE_DIR (set by `emo profile --command`), else the current folder."""
+    out = out_dir or os.environ.get("EMO_PROFILE_DIR") or "."
+    os.makedirs(out, exist_ok=True)
+
+    def ready(prof) -> None:
+        rank, _ = _rank_world()
+        path = os.path.join(out, f"rank{rank}.json" + (".gz" if gzip else ""))
+        tmp = path + ".part" + (".json.gz" if gzip else ".json")
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, path)
+        ready.paths.append(path)
+
+    ready.paths = []  # type: ignore[attr-defined]
+    return ready
+
+
+def capture(out_dir: Optional[str] = None, steps: int = 2, wait: int = 1, warmup: int = 1, gzip: bool = True):
+    """A torch.profiler.profile that records `steps` steps after `wait` + `warmup` others and writes them
+    with trace_handler(out_dir). Use it as torch's own: `with emo.torch.capture(d) as p: ... p.step()`."""
+    from torch.profiler import profile, schedule
+
+    if steps < 1 or wait < 0 or warmup < 0:
+        raise ValueError("capture: steps must be 1 or more, wait and warmup 0 or more")
+    return profile(schedule=schedule(wait=wait, warmup=warmup, active=steps, repeat=1),
+                   on_trace_ready=trace_handler(out_dir, gzip), **profiler_kwargs())
+
+
+class EnergyOptimizer:
+    """Lowers the GPU's energy within `max_slowdown` from inside the training or inference loop.
+
+    Call on_step_begin() / on_step_end() around every step (Zeus's hook names). Phases, in `.phase`:
+    warmup -> capture -> solve (background thread) -> apply -> done (emulated) or running (a GPU).
+    """
+
+    def __init__(self, max_slowdown: float = 0.05, device: str = "nvml:auto", *, warmup_steps: int = 3,
+                 capture_steps: int = 2, work_dir: Optional[str] = None, verify: bool = False,
+                 apply_steps: int = 0, clockd: Optional[str] = None, replans: int = 1,
+                 cpu_ops_as_kernels: Optional[bool] = None, solve_wait_steps: int = 5,
+                 block_steps: int = 0, progress=None) -> None:
+        if not (0 < max_slowdown < 1):
+            raise ValueError(f"max_slowdown must be between 0 and 1, got {max_slowdown}")
+        if warmup_steps < 0 or capture_steps < 1:
+            raise ValueError("warmup_steps must be 0 or more and capture_steps 1 or more")
+        self.max_slowdown = max_slowdown
+        self.device = device
+        self.emulated = device.startswith("emulated:")
+        if not self.emulated and not device.startswith("nvml:"):
+            raise ValueError(f"device must be 'nvml:auto', 'nvml:N' or 'emulated:NAME[@SEED]', got {device!r}")
+        self.warmup_steps = warmup_steps
+        self.capture_steps = capture_steps
+        self.verify = verify
+        self.apply_steps = apply_steps
+        self.clockd = clockd
+        self.replans = replans
+        self.solve_wait_steps = solve_wait_steps
+        self.block_steps = block_steps
+        self.progress = progress
+        self._cpu_stand_in = cpu_ops_as_kernels
+        self._own_dir = None
+        if work_dir is None:
+            self._own_dir = tempfile.TemporaryDirectory(prefix="emo-torch-")
+            work_dir = self._own_dir.name
+        self.work_dir = work_dir
+        os.makedirs(work_dir, exist_ok=True)
+        self.phase = "warmup"
+        self._step = 0
+        self._prof = None
+        self._handler = None
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+        self._policy: Optional[Policy] = None
+        self._result: Dict[str, Any] = {}
+        self._runtime = None
+        self._bound = max_slowdown
+        self._replanned = 0
+        self._solve_started_at = 0
+        self._history: List[Dict[str, Any]] = []
+
+    # ---- the hooks ----
+    def on_step_begin(self) -> None:
+        self._raise_if_failed()
+        if self.phase == "warmup" and self._step >= self.warmup_steps:
+            self._start_capture()
+        elif self.phase == "solve" and not self.emulated and self._step >= self._solve_started_at + self.solve_wait_steps:
+            self._start_runtime()
+        if self._runtime is not None:
+            self._runtime.step_begin()
+
+    def on_step_end(self) -> None:
+        self._step += 1
+        if self.phase == "capture":
+            self._prof.step()
+            if self._handler.paths:
+                self._prof.stop()
+                self._prof = None
+                self._start_solve()
+        elif self._runtime is not None:
+            self._runtime.step_end()
+            if self._step % 50 == 0:
+                self._watch()
+
+    # ---- what happened ----
+    def report(self) -> Dict[str, Any]:
+        """At least `saving_pct` and `slowdown_pct` as measured (None until measured), the phase, the
+        device, the bound the policy was made for, the fallbacks and the re-plans."""
+        self._raise_if_failed()
+        out: Dict[str, Any] = {"phase": self.phase, "device": self.device, "max_slowdown": self.max_slowdown,
+                               "bound": self._bound, "replans": self._replanned, "saving_pct": None,
+                               "slowdown_pct": None, "fallbacks": [], "history": list(self._history)}
+        measured = None
+        if self._runtime is not None:
+            snap = self._runtime.snapshot()
+            measured = snap.get("measured")
+            out["fallbacks"] = snap.get("fallbacks", [])
+        elif self._result:
+            measured = self._result.get("measured")
+            out["fallbacks"] = self._result.get("fallbacks", [])
+        if measured:
+            pol = measured["policy"]
+            out["saving_pct"] = pol.get("saving_pct")
+            out["slowdown_pct"] = pol.get("slowdown_pct")
+            out["saving_ci_pct"] = pol.get("saving_ci_pct")
+            out["measured"] = measured
+        if self._policy is not None:
+            out["policy"] = os.path.join(self.work_dir, "policy.json")
+        return out
+
+    def close(self) -> Dict[str, Any]:
+        """Stops the runtime (the clock back at its default) and returns the last report."""
+        if self._thread is not None:
+            self._thread.join()
+        rep = self.report()
+        if self._runtime is not None:
+            final = self._runtime.stop()
+            rep["measured"] = final.get("measured")
+            rep["fallbacks"] = final.get("fallbacks", [])
+            if rep["measured"]:
+                rep["saving_pct"] = rep["measured"]["policy"].get("saving_pct")
+                rep["slowdown_pct"] = rep["measured"]["policy"].get("slowdown_pct")
+            self._runtime = None
+            self.phase = rep["phase"] = "done"
+        return rep
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- internals ----
+    def _say(self, line: str) -> None:
+        if callable(self.progress):
+            self.progress(line)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            self.phase = "failed"
+            raise err
+
+    def _traces(self) -> List[str]:
+        _, world = _rank_world()
+        return [os.path.join(self.work_dir, "capture", f"rank{r}.json.gz") for r in range(world)]
+
+    def _start_capture(self) -> None:
+        from torch.profiler import profile, schedule
+
+        self._handler = trace_handler(os.path.join(self.work_dir, "capture"))
+        self._prof = profile(schedule=schedule(wait=0, warmup=0, active=self.capture_steps, repeat=1),
+                             on_trace_ready=self._handler, **profiler_kwargs())
+        self._prof.start()
+        self.phase = "capture"
+        self._say(f"emo: capturing {self.capture_steps} steps")
+
+    def _start_solve(self) -> None:
+        torch = _torch()
+        d = torch.distributed
+        if d.is_available() and d.is_initialized():
+            d.barrier()  # every rank's trace is written (work_dir is shared by the ranks)
+        rank, _ = _rank_world()
+        self.phase = "solve"
+        self._solve_started_at = self._step
+        if rank == 0:
+            self._thread = threading.Thread(target=self._solve, name="emo-solve", daemon=True)
+            self._thread.start()
+
+    def _profile_device(self) -> str:
+        if self.emulated:
+            return self.device
+        idx = self._gpu_index()
+        return f"nvml:{idx}"
+
+    def _gpu_index(self) -> int:
+        if self.device != "nvml:auto":
+            return int(self.device.split(":", 1)[1])
+        torch = _torch()
+        return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+    def _solve(self) -> None:
+        try:
+            traces = [p for p in self._traces() if os.path.exists(p)]
+            stand_in = self._stand_in_of(traces)
+            while True:
+                self._say(f"emo: solving for {100 * self._bound:.1f} %")
+                pol = _optimize(traces, device=self._profile_device(), max_slowdown=self._bound,
+                                cpu_ops_as_kernels=stand_in)
+                pol.save(os.path.join(self.work_dir, "policy.json"))
+                self._policy = pol
+                if not self.emulated:
+                    return
+                self.phase = "apply"
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # a fallback is in the report
+                    res = _apply(pol, traces, device=self.device, steps=self.apply_steps, verify=self.verify,
+                                 block_steps=self.block_steps, cpu_ops_as_kernels=stand_in)
+                m = res["measured"]["policy"]
+                self._history.append({"bound": self._bound, "saving_pct": m["saving_pct"],
+                                      "slowdown_pct": m["slowdown_pct"], "fallbacks": len(res["fallbacks"])})
+                self._result = res
+                over = m["slowdown_pct"] > 100 * self.max_slowdown or res["fallbacks"]
+                if over and self._replanned < self.replans:
+                    self._replanned += 1
+                    self._bound *= 0.7
+                    continue
+                self.phase = "done"
+                return
+        except BaseException as e:  # raised on the job's thread at its next hook
+            self._error = e
+
+    def _stand_in_of(self, traces: List[str]) -> bool:
+        if self._cpu_stand_in is not None:
+            return bool(self._cpu_stand_in)
+        if not self.emulated:
+            return False
+        import emo
+
+        try:
+            a = emo.analyze(traces)
+        except emo.Error:
+            return True
+        return len(a.kernels) == 0
+
+    def _start_runtime(self) -> None:
+        torch = _torch()
+        d = torch.distributed
+        text = None
+        rank, _ = _rank_world()
+        if rank == 0 and self._thread is not None:
+            self._thread.join()
+            self._raise_if_failed()
+            text = self._policy.text if self._policy is not None else None
+        if d.is_available() and d.is_initialized():
+            box = [text]
+            d.broadcast_object_list(box, src=0)
+            text = box[0]
+        if text is None:
+            raise RuntimeError("emo: no policy was made")
+        stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else 0
+        clock = f"clockd:{self.clockd}#{self._gpu_index()}" if self.clockd else f"nvml:{self._gpu_index()}"
+        self._runtime = _emo.Runtime(text, "policy.json", rank=rank, clock=clock, meter=self._gpu_index(),
+                                     gpu_anchor=torch.cuda.is_available(), stream=stream, verify=self.verify,
+                                     block_steps=self.block_steps)
+        self.phase = "running"
+        self._say("emo: applying the policy")
+
+    def _watch(self) -> None:
+        snap = self._runtime.snapshot()
+        if snap.get("fallbacks") and self._replanned < self.replans:
+            # The runtime dropped the policy: solve again for a tighter target, apply that instead.
+            self._replanned += 1
+            self._bound *= 0.7
+            self._history.append({"bound": self._bound / 0.7, "fallbacks": snap["fallbacks"]})
+            self._runtime.stop()
+            self._runtime = None
+            self._start_solve()
+
+
+class HuggingFaceCallback:
+    """A transformers TrainerCallback over an EnergyOptimizer: Trainer(..., callbacks=[HuggingFaceCallback(opt)])."""
+
+    def __init__(self, optimizer: EnergyOptimizer) -> None:
+        self.optimizer = optimizer
+
+    def on_step_begin(self, args=None, state=None, control=None, **kwargs):
+        self.optimizer.on_step_begin()
+        return control
+
+    def on_step_end(self, args=None, state=None, control=None, **kwargs):
+        self.optimizer.on_step_end()
+        return control
+
+    def on_train_end(self, args=None, state=None, control=None, **kwargs):
+        self.optimizer.close()
+        return control
+
+    def __getattr__(self, name: str):
+        # Every other TrainerCallback event is a no-op returning `control`.
+        if name.startswith("on_"):
+            return lambda args=None, state=None, control=None, **kw: control
+        raise AttributeError(name)
+
+
+class LightningCallback:
+    """A Lightning Callback over an EnergyOptimizer: Trainer(callbacks=[LightningCallback(opt)])."""
+
+    def __init__(self, optimizer: EnergyOptimizer) -> None:
+        self.optimizer = optimizer
+
+    def on_train_batch_start(self, trainer=None, pl_module=None, batch=None, batch_idx=None, *a, **kw) -> None:
+        self.optimizer.on_step_begin()
+
+    def on_train_batch_end(self, trainer=None, pl_module=None, outputs=None, batch=None, batch_idx=None, *a, **kw) -> None:
+        self.optimizer.on_step_end()
+
+    def on_train_end(self, trainer=None, pl_module=None) -> None:
+        self.optimizer.close()

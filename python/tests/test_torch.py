@@ -1,0 +1,181 @@
+"""emo.torch for real: a small torch model trained on the CPU, its steps captured with torch.profiler and
+read by EMO, the GPU side emulated (a CPU-only run's operators stand in for the kernels): the energy
+optimizer in the loop reports the saving its emulated run measured, within the bound. Skipped where
+torch is not installed (scripts/check.sh installs it into the test venv)."""
+
+import gzip
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+
+import emo  # noqa: E402
+import emo.torch as et  # noqa: E402
+
+
+def _model():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                            torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    return step
+
+
+def test_capture_writes_one_gzipped_trace_per_rank_that_emo_reads(tmp_path):
+    step = _model()
+    with et.capture(str(tmp_path), steps=2, wait=1, warmup=1) as p:
+        for _ in range(5):
+            step()
+            p.step()
+    path = tmp_path / "rank0.json.gz"
+    assert path.exists(), os.listdir(tmp_path)
+    doc = json.loads(gzip.open(path).read())
+    steps = [e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(steps) == 2, steps
+    a = emo.analyze([str(path)], cpu_ops_as_kernels=True)
+    assert len(a.kernels) > 5
+    assert (a.kernels["dur_us"] > 0).all()
+    with pytest.raises(emo.Error):
+        emo.analyze([str(tmp_path / "rank1.json.gz")])
+
+
+def test_trace_handler_works_beside_a_users_own_schedule(tmp_path):
+    from torch.profiler import profile, schedule
+
+    step = _model()
+    handler = et.trace_handler(str(tmp_path / "mine"), gzip=False)
+    with profile(schedule=schedule(wait=0, warmup=1, active=1, repeat=1), on_trace_ready=handler,
+                 **et.profiler_kwargs()) as p:
+        for _ in range(3):
+            step()
+            p.step()
+    assert handler.paths == [str(tmp_path / "mine" / "rank0.json")]
+    assert len(emo.analyze(handler.paths, cpu_ops_as_kernels=True).to_json()["ranks"]) == 1
+
+
+def test_energy_optimizer_in_a_cpu_training_loop_reports_the_emulated_saving_within_the_bound(tmp_path):
+    step = _model()
+    lines = []
+    opt = et.EnergyOptimizer(max_slowdown=0.05, device="emulated:h100", warmup_steps=2, capture_steps=2,
+                             work_dir=str(tmp_path), progress=lines.append)
+    assert opt.report()["saving_pct"] is None
+    for _ in range(12):
+        opt.on_step_begin()
+        step()
+        opt.on_step_end()
+    rep = opt.close()
+    assert rep["phase"] == "done", rep
+    assert rep["saving_pct"] is not None and rep["saving_pct"] > 3, rep
+    assert rep["slowdown_pct"] <= 5.5, rep
+    assert os.path.exists(rep["policy"])
+    assert emo.Policy.load(rep["policy"]).document["schema"] == "emo-policy/1"
+    assert any("capturing" in l for l in lines) and any("solving" in l for l in lines)
+    # The same answer as the library's own calls on the captured trace.
+    trace = str(tmp_path / "capture" / "rank0.json.gz")
+    pol = emo.optimize([trace], device="emulated:h100", max_slowdown=0.05, cpu_ops_as_kernels=True)
+    again = emo.apply(pol, [trace], device="emulated:h100", cpu_ops_as_kernels=True)
+    assert again["measured"]["policy"]["saving_pct"] == pytest.approx(rep["saving_pct"], abs=1e-9)
+
+
+def test_a_failure_in_the_background_is_raised_on_the_jobs_thread(tmp_path):
+    opt = et.EnergyOptimizer(device="emulated:nosuchgpu", warmup_steps=0, capture_steps=1, work_dir=str(tmp_path))
+    step = _model()
+    with pytest.raises(emo.Error):
+        for _ in range(6):
+            opt.on_step_begin()
+            step()
+            opt.on_step_end()
+            if opt._thread is not None:
+                opt._thread.join()
+    assert opt.phase == "failed"
+
+
+def test_bad_arguments_are_errors():
+    with pytest.raises(ValueError):
+        et.EnergyOptimizer(max_slowdown=0)
+    with pytest.raises(ValueError):
+        et.EnergyOptimizer(device="cuda:0")
+    with pytest.raises(ValueError):
+        et.capture(steps=0)
+
+
+def test_the_adapters_drive_the_optimizers_hooks():
+    calls = []
+
+    class Recorder:
+        def on_step_begin(self):
+            calls.append("begin")
+
+        def on_step_end(self):
+            calls.append("end")
+
+        def close(self):
+            calls.append("close")
+            return {}
+
+    hf = et.HuggingFaceCallback(Recorder())
+    control = object()
+    assert hf.on_step_begin(None, None, control) is control
+    assert hf.on_step_end(None, None, control) is control
+    assert hf.on_log(None, None, control) is control  # any other Trainer event: a no-op
+    hf.on_train_end(None, None, control)
+    pl = et.LightningCallback(Recorder())
+    pl.on_train_batch_start(None, None, None, 0)
+    pl.on_train_batch_end(None, None, None, None, 0)
+    assert calls == ["begin", "end", "close", "begin", "end"]
+
+
+RUNTIME_CHILD = """
+    import json, os, sys, torch
+    import emo.torch as et
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    o = torch.optim.SGD(m.parameters(), lr=0.01)
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+    opt = et.EnergyOptimizer(max_slowdown=0.5, device="nvml:0", warmup_steps=1, capture_steps=2,
+                             work_dir=sys.argv[1], cpu_ops_as_kernels=True, solve_wait_steps=2, block_steps=4)
+    phases = []
+    for i in range(40):
+        opt.on_step_begin()
+        o.zero_grad(); torch.nn.functional.cross_entropy(m(x), y).backward(); o.step()
+        opt.on_step_end()
+        phases.append(opt.phase)
+    rep = opt.close()
+    print(json.dumps({"phases": phases, "report": {k: rep[k] for k in ("phase", "saving_pct", "slowdown_pct")},
+                      "calls": rep["measured"]["policy"]["steps"] if rep.get("measured") else 0}))
+"""
+
+
+def test_energy_optimizer_on_a_gpu_applies_through_the_runtime_and_resets(tmp_path, nvml_standin):
+    # nvml:0 is the stand-in NVML library (its state in a file): the policy made from the captured CPU
+    # run is applied by the runtime inside the process, locking through NVML; closing resets the clock.
+    import subprocess
+    import sys
+    import textwrap
+
+    state = tmp_path / "state"
+    log = tmp_path / "log"
+    env = dict(os.environ, LD_LIBRARY_PATH=nvml_standin, EMO_NVML_STANDIN_STATE=str(state), EMO_NVML_STANDIN_LOG=str(log))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNTIME_CHILD), str(tmp_path / "work")], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "running" in out["phases"], out["phases"]
+    assert out["report"]["phase"] == "done"
+    calls = log.read_text()
+    assert "nvmlDeviceSetGpuLockedClocks 0 " in calls, calls[-2000:]  # the policy's clock, from the controller
+    assert calls.rstrip().splitlines()[-1].split()[1] == "nvmlShutdown"
+    assert out["report"]["saving_pct"] is not None
+    locked = [l for l in state.read_text().splitlines() if l.startswith("gpu 0 ")]
+    assert locked and " locked_mhz 0 " in locked[0] + " ", locked
