@@ -455,7 +455,7 @@ def apply(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated
           verify: bool = False, *, block_steps: int = 0, seed: int = 1, evaluate: bool = False,
           step: Optional[int] = None, cpu_ops_as_kernels: bool = False, progress: ProgressArg = None) -> Dict[str, Any]:
     """`emo apply POLICY PATHS --device emulated:NAME --steps N [--verify] --json`: run the step for
-    `steps` steps (0: 12 blocks of steps, fewer where they would not fit in 1000) on the emulated GPU with the runtime applying the policy online, as inside a real
+    `steps` steps (0: 24 blocks of steps, fewer where they would not fit in 1000) on the emulated GPU with the runtime applying the policy online, as inside a real
     job, and return what the runtime measured (`emo apply --json`'s document: measured.default /
     measured.policy, saving and slowdown with their intervals, fallbacks, clock calls...). "policy" is
     the policy file's path (None for a policy held only in memory)."""

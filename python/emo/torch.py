@@ -148,6 +148,7 @@ class EnergyOptimizer:
         self._replanned = 0
         self._solve_started_at = 0
         self._history: List[Dict[str, Any]] = []
+        self._waiting_for_rank0 = False
 
     # ---- the hooks ----
     def on_step_begin(self) -> None:
@@ -156,6 +157,8 @@ class EnergyOptimizer:
             self._start_capture()
         elif self.phase == "solve" and not self.emulated and self._step >= self._solve_started_at + self.solve_wait_steps:
             self._start_runtime()
+        elif (self.emulated and self._waiting_for_rank0 and self._step >= self._solve_started_at + self.solve_wait_steps):
+            self._share_emulated()
         if self._runtime is not None:
             self._runtime.step_begin()
 
@@ -253,6 +256,7 @@ class EnergyOptimizer:
         rank, _ = _rank_world()
         self.phase = "solve"
         self._solve_started_at = self._step
+        self._waiting_for_rank0 = bool(d.is_available() and d.is_initialized())
         if rank == 0:
             self._thread = threading.Thread(target=self._solve, name="emo-solve", daemon=True)
             self._thread.start()
@@ -312,6 +316,30 @@ class EnergyOptimizer:
         except emo.Error:
             return True
         return len(a.kernels) == 0
+
+    def _share_emulated(self) -> None:
+        # Rank 0 solved and ran the emulated job for every rank; the others get its result.
+        torch = _torch()
+        d = torch.distributed
+        rank, _ = _rank_world()
+        box: List[Any] = [None]
+        if rank == 0:
+            if self._thread is not None:
+                self._thread.join()
+            failed = repr(self._error) if self._error is not None else None
+            box = [{"result": self._result, "history": self._history, "bound": self._bound,
+                    "replanned": self._replanned, "failed": failed}]
+        d.broadcast_object_list(box, src=0)
+        self._waiting_for_rank0 = False
+        got = box[0]
+        if rank != 0:
+            if got["failed"]:
+                raise RuntimeError(f"emo: rank 0 failed: {got['failed']}")
+            self._result, self._history = got["result"], got["history"]
+            self._bound, self._replanned = got["bound"], got["replanned"]
+            self._policy = Policy.load(os.path.join(self.work_dir, "policy.json"))
+            self.phase = "done"
+        self._raise_if_failed()
 
     def _start_runtime(self) -> None:
         torch = _torch()

@@ -457,36 +457,11 @@ emo::Result<Columns> evaluation_columns(emo::session::Session& s) {
   return c;
 }
 
-// `emo apply`'s run and document (tools/emo/cmd_apply.cpp): apply_json plus the run's settings;
-// the caller adds "policy" (the file's path).
+// `emo apply`'s run and document (report::apply_document, as the CLI writes it); the caller adds "policy".
 emo::Result<json> apply_document(emo::session::Session& s, const emo::backends::ApplyOptions& ao, bool evaluate) {
-  if (!s.target().emulated()) {
-    return emo::Error{"--device " + s.options().device, "emo apply runs the job on the emulated GPU",
-                      "use emulated:NAME; on hardware the runtime runs inside the job (docs/runtime.md)"};
-  }
-  if (ao.block_steps < 0)
-    return emo::Error{"--block-steps", fmt::format("must be 0 (auto) or more, got {}", ao.block_steps), ""};
-  auto w = s.workload();
-  if (!w) return w.error();
-  auto pol = s.policy();
-  if (!pol) return pol.error();
-  auto r = emo::backends::apply_emulated(s.target(), **w, **pol, ao);
-  if (!r) return r.error();
-  json j = emo::backends::apply_json(*r);
-  j["device"] = s.options().device;
-  j["max_slowdown"] = (*pol)->max_slowdown;
-  j["verify"] = ao.verify;
-  json fallbacks = json::array();
-  for (const auto& f : r->fallbacks)
-    fallbacks.push_back(fmt::format("the policy was dropped for the default clock from step {}: {}", f.step, f.reason));
-  if (evaluate) {
-    auto ev = s.evaluation();
-    if (!ev) return ev.error();
-    for (const auto& p : **ev) {
-      if (p.name == "policy") j["evaluate"] = {{"saving_pct", p.saving_pct}, {"slowdown_pct", p.slowdown_pct}};
-    }
-  }
-  return json{{"document", std::move(j)}, {"warnings", std::move(fallbacks)}};
+  auto d = emo::report::apply_document(s, ao, evaluate);
+  if (!d) return d.error();
+  return json{{"document", std::move(d->document)}, {"warnings", std::move(d->warnings)}};
 }
 
 // A JSON document (always an object) as a dict.

@@ -179,3 +179,49 @@ def test_energy_optimizer_on_a_gpu_applies_through_the_runtime_and_resets(tmp_pa
     assert out["report"]["saving_pct"] is not None
     locked = [l for l in state.read_text().splitlines() if l.startswith("gpu 0 ")]
     assert locked and " locked_mhz 0 " in locked[0] + " ", locked
+
+
+DIST_CHILD = """
+    import json, os, sys, torch, torch.distributed as dist
+    import emo.torch as et
+    rank, port, work = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    torch.manual_seed(rank)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    o = torch.optim.SGD(m.parameters(), lr=0.01)
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+    opt = et.EnergyOptimizer(device="emulated:h100", warmup_steps=1, capture_steps=2, work_dir=work, solve_wait_steps=3)
+    for i in range(12):
+        opt.on_step_begin()
+        o.zero_grad(); torch.nn.functional.cross_entropy(m(x), y).backward(); o.step()
+        opt.on_step_end()
+    rep = opt.close()
+    dist.destroy_process_group()
+    print(json.dumps({"rank": rank, "phase": rep["phase"], "saving_pct": rep["saving_pct"], "policy": rep.get("policy")}))
+"""
+
+
+def test_ranks_coordinate_through_torch_distributed(tmp_path):
+    # Two processes in a gloo process group: each captures its own rank file into the shared work_dir,
+    # rank 0 solves over both and runs the emulated job, and broadcasts the result to rank 1.
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    work = tmp_path / "work"
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(DIST_CHILD), str(r), port, str(work)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(os.listdir(work / "capture")) == ["rank0.json.gz", "rank1.json.gz"]
+    assert [o["phase"] for o in outs] == ["done", "done"]
+    assert outs[0]["saving_pct"] is not None and outs[0]["saving_pct"] == outs[1]["saving_pct"]
+    doc = emo.Policy.load(outs[1]["policy"]).document
+    assert len(doc["ranks"]) == 2  # one policy over both ranks' traces

@@ -48,10 +48,10 @@ Result<ApplyResult> apply_emulated(const Target& on, const analysis::Workload& w
   phases.block_steps = o.block_steps > 0 ? o.block_steps : runtime::auto_block_steps(program.predicted_step_ns, window_ns);
   ApplyOptions auto_o = o;
   if (o.steps == 0) {
-    // Auto: 12 blocks where they fit in kMaxRunSteps, else the fewest that measure (5; 4 with --verify).
+    // Auto: 24 blocks where they fit in kMaxRunSteps, else the fewest that measure (5; 4 with --verify).
     const int fewest = o.verify ? 4 : phases.reference_blocks + 3;
     if (o.block_steps == 0) phases.block_steps = std::min(phases.block_steps, emulator::kMaxRunSteps / fewest);
-    auto_o.steps = std::clamp(12 * phases.block_steps, fewest * phases.block_steps, emulator::kMaxRunSteps);
+    auto_o.steps = std::clamp(24 * phases.block_steps, fewest * phases.block_steps, emulator::kMaxRunSteps);
   }
   return apply_run(**gpu, w, program, phases, auto_o);
 }

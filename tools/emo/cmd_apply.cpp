@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "emo/backends/apply.h"
 #include "emo/base/file_util.h"
+#include "emo/report/views.h"
 #include "emo/session/session.h"
 
 namespace emo::cli {
@@ -49,7 +50,7 @@ void add_apply(CLI::App& root, Action& action) {
   sub->add_option("traces", a->traces, "the trace files the policy was made for")->required();
   sub->add_option("--device", a->device, "emulated:NAME[@SEED] (on hardware the runtime runs inside the job)")->required();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
-  sub->add_option("--steps", a->steps, "steps to run, 4 to 1000; 0: 12 blocks (fewer where they do not fit in 1000)")
+  sub->add_option("--steps", a->steps, "steps to run, 4 to 1000; 0: 24 blocks (fewer where they do not fit in 1000)")
       ->capture_default_str();
   sub->add_option("--block-steps", a->block_steps,
                   "steps per block (the first of each is a transition, not measured); 0: enough for 25 updates of "
@@ -74,60 +75,45 @@ void add_apply(CLI::App& root, Action& action) {
       o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
       auto s = session::Session::open(std::move(o));
       if (!s.ok()) return fail(s.error());
-      if (!s->target().emulated()) {
-        return fail(Error{"--device " + a->device, "emo apply runs the job on the emulated GPU",
-                          "use emulated:NAME; on hardware the runtime runs inside the job (docs/runtime.md)"});
-      }
-      auto w = s->workload();
-      if (!w.ok()) return fail(w.error());
-      auto pol = s->policy();
-      if (!pol.ok()) return fail(pol.error());
       backends::ApplyOptions ao;
       ao.steps = a->steps;
       ao.verify = a->verify;
       ao.block_steps = a->block_steps;
       ao.seed = a->seed;
-      auto r = backends::apply_emulated(s->target(), **w, **pol, ao);
-      if (!r.ok()) return fail(r.error());
-      nlohmann::json j = backends::apply_json(*r);
+      auto d = report::apply_document(*s, ao, a->evaluate);
+      if (!d.ok()) return fail(d.error());
+      nlohmann::json& j = d->document;
       j["policy"] = a->policy;
-      j["device"] = a->device;
-      j["max_slowdown"] = (*pol)->max_slowdown;
-      j["verify"] = a->verify;
-      if (a->evaluate) {
-        auto ev = s->evaluation();
-        if (!ev.ok()) return fail(ev.error());
-        for (const auto& p : **ev) {
-          if (p.name == "policy") j["evaluate"] = {{"saving_pct", p.saving_pct}, {"slowdown_pct", p.slowdown_pct}};
-        }
-      }
-      for (const auto& f : r->fallbacks)
-        warn(fmt::format("the policy was dropped for the default clock from step {}: {}", f.step, f.reason));
+      for (const auto& line : d->warnings) warn(line);
       if (!a->json_out.empty()) {
         if (Status st = write_file_atomic(a->json_out, j.dump(2) + "\n"); !st.ok()) return fail(st.error());
         if (a->json_out == "-") return kExitOk;
       }
-      const auto& m = r->measured;
-      std::printf("emo apply: %s on %s, %d steps in blocks of %d (%s)\n", a->policy.c_str(), a->device.c_str(), r->steps,
-                  r->block_steps, a->verify ? "default and policy blocks alternating" : "2 reference blocks, then the policy with one reference block in 10");
+      const nlohmann::json& m = j["measured"];
+      const nlohmann::json& cc = j["clock_changes"];
+      std::printf("emo apply: %s on %s, %d steps in blocks of %d (%s)\n", a->policy.c_str(), a->device.c_str(),
+                  j["steps"].get<int>(), j["block_steps"].get<int>(),
+                  a->verify ? "default and policy blocks alternating" : "2 reference blocks, then the policy with one reference block in 10");
       std::printf("  %-8s %6s %22s %24s\n", "", "steps", "step time (ms)", "energy per step (J)");
-      auto row = [](const char* name, const runtime::MeasuredSide& sd) {
-        std::printf("  %-8s %6d %13.4f ± %-6.4f %15.3f ± %-6.3f\n", name, sd.steps, sd.time_us / 1e3, sd.time_se_us / 1e3,
-                    sd.energy_j, sd.energy_se_j);
-      };
-      row("default", m.default_side);
-      row("policy", m.policy_side);
-      std::printf("  measured: saving %.2f %%%s, slowdown %+.2f %%%s (bound %.1f %%)\n", m.saving_pct, ci(m.saving_ci_pct).c_str(),
-                  m.slowdown_pct, ci(m.slowdown_ci_pct).c_str(), 100 * (*pol)->max_slowdown);
+      for (const char* side : {"default", "policy"}) {
+        const nlohmann::json& sd = m[side];
+        std::printf("  %-8s %6d %13.4f ± %-6.4f %15.3f ± %-6.3f\n", side, sd["steps"].get<int>(), sd["time_us"].get<double>() / 1e3,
+                    sd["time_se_us"].get<double>() / 1e3, sd["energy_j"].get<double>(), sd["energy_se_j"].get<double>());
+      }
+      const nlohmann::json& p = m["policy"];
+      std::printf("  measured: saving %.2f %%%s, slowdown %+.2f %%%s (bound %.1f %%)\n", p["saving_pct"].get<double>(),
+                  ci(p["saving_ci_pct"].get<std::vector<double>>()).c_str(), p["slowdown_pct"].get<double>(),
+                  ci(p["slowdown_ci_pct"].get<std::vector<double>>()).c_str(), 100 * j["max_slowdown"].get<double>());
       if (j.contains("evaluate")) {
         std::printf("  emo evaluate: saving %.2f %%, slowdown %+.2f %%\n", j["evaluate"]["saving_pct"].get<double>(),
                     j["evaluate"]["slowdown_pct"].get<double>());
       }
       std::printf("  clock calls %lld (skipped: %lld redundant, %lld superseded), issued late by %.2f ms on average, "
                   "p99 %.2f ms\n",
-                  static_cast<long long>(r->calls), static_cast<long long>(r->skipped_redundant),
-                  static_cast<long long>(r->skipped_superseded), r->mean_late_us / 1e3, r->p99_late_us / 1e3);
-      std::printf("  fallbacks: %s\n", r->fallbacks.empty() ? "none" : fmt::format("from step {}", r->fallbacks[0].step).c_str());
+                  cc["calls"].get<long long>(), cc["skipped_redundant"].get<long long>(), cc["skipped_superseded"].get<long long>(),
+                  cc["mean_late_us"].get<double>() / 1e3, cc["p99_late_us"].get<double>() / 1e3);
+      std::printf("  fallbacks: %s\n",
+                  j["fallbacks"].empty() ? "none" : fmt::format("from step {}", j["fallbacks"][0]["step"].get<int>()).c_str());
       return kExitOk;
     };
   });

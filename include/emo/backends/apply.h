@@ -26,7 +26,7 @@ class EmulatedGpu;
 namespace emo::backends {
 
 struct ApplyOptions {
-  int steps = 200;          // steps of the run (emulator::kMaxRunSteps at most); 0: 12 blocks (fewer where
+  int steps = 200;          // steps of the run (emulator::kMaxRunSteps at most); 0: 24 blocks (fewer where
                             // they would not fit)
   bool verify = false;      // alternate blocks at the default clock and under the policy
   int block_steps = 0;      // steps per block; 0: enough for 25 energy-counter updates (at least 4)

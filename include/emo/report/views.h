@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analysis.h"
+#include "emo/backends/apply.h"
 #include "emo/base/result.h"
 #include "emo/session/session.h"
 
@@ -87,5 +88,15 @@ std::unique_ptr<View> run_text();     // `emo run`'s table
 std::unique_ptr<View> report_html(RunInfo run);
 // Rank `rank` (graph rank index)'s trace with the packs and the SM clock as extra tracks, for Perfetto.
 std::unique_ptr<View> overlay(uint32_t rank);
+
+// `emo apply`'s document: the run on the session's emulated GPU (backends::apply_emulated) as
+// backends::apply_json gives it, plus "device", "max_slowdown", "verify" and, with `evaluate`, `emo
+// evaluate`'s saving and slowdown of the same policy ("evaluate"); the caller adds "policy". `warnings`
+// says each fallback in a line. Errors: a device that is not emulated, a negative block_steps.
+struct ApplyDocument {
+  nlohmann::json document;
+  std::vector<std::string> warnings;
+};
+Result<ApplyDocument> apply_document(session::Session& s, const backends::ApplyOptions& options, bool evaluate);
 
 }  // namespace emo::report
