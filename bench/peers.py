@@ -22,8 +22,8 @@
    without finishing). Energy: at each lowtime point (time T), EMO's lowest energy among its frontier
    points that finish by T, against lowtime's energy at T.
 
-Every tool runs in its own child process; peak memory is that child's maximum resident set (wait4),
-or for HTA the largest of it and of the children it started. Times are medians of --reps.
+Every tool runs in its own child process, one at a time; peak memory is that child's maximum resident
+set (GNU time's %M; wait4's when /usr/bin/time is absent). Times are medians of --reps.
 
 usage: python3 bench/peers.py --emo build/tools/emo/emo --shared ../shared [--quick]
                               [--peer-python /path/to/venv/bin/python] [--reps N]
@@ -34,8 +34,8 @@ The peers are Python packages (the script itself needs only the standard library
     /tmp/peersvenv/bin/pip install HolisticTraceAnalysis "pandas<3" lowtime==0.3.0
 and pass --peer-python /tmp/peersvenv/bin/python (default: the interpreter running this script).
 HTA 0.5.0 fails under pandas 3 (DataFrame.drop with both axis and columns), hence "pandas<3".
-lowtime 0.3.0 ships prebuilt wheels (the Rust extension included) for CPython 3.8-3.13 on x86_64 and
-aarch64 Linux; elsewhere pip builds it from source, which needs a Rust toolchain (cargo).
+lowtime 0.3.0 installed on the 2-core x86_64 VM from a prebuilt wheel (cp311, manylinux x86_64, its Rust
+extension inside); where pip finds no wheel for the platform it builds from source, which needs Rust.
 """
 import argparse
 import json
@@ -71,8 +71,16 @@ MICROBATCHES = [12, 24, 48, 96]
 STAGES = 8
 
 PIP = 'pip install HolisticTraceAnalysis "pandas<3" lowtime==0.3.0'
-PEER_MODULES = {"hta": ("hta.trace_analysis", "HolisticTraceAnalysis \"pandas<3\""),
-                "lowtime": ("lowtime.solver", "lowtime==0.3.0")}
+# What each part imports in the peer interpreter (a check that fails names the problem), and its pip line.
+PEER_CHECKS = {
+    "hta": ("import hta.trace_analysis, pandas\n"
+            "assert int(pandas.__version__.split('.')[0]) < 3, "
+            "f'pandas {pandas.__version__}: HTA 0.5.0 needs pandas < 3'\n"
+            "from importlib.metadata import version; print('HolisticTraceAnalysis', version('HolisticTraceAnalysis'))",
+            'HolisticTraceAnalysis "pandas<3"'),
+    "lowtime": ("import lowtime, lowtime.solver, lowtime._lowtime_rs\nprint('lowtime', lowtime.__version__)",
+                "lowtime==0.3.0"),
+}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -123,16 +131,16 @@ def run_child(cmd, out_path=None, timeout=None):
 
 
 def check_peer(python, which):
-    module, pkg = PEER_MODULES[which]
-    p = subprocess.run([python, "-c", f"import {module}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
+    """Returns (error message or None, the peer's version line)."""
+    code, pkg = PEER_CHECKS[which]
+    p = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 0:
-        return None
+        return None, p.stdout.strip()
     last = (p.stderr.strip().splitlines() or ["?"])[-1]
-    return (f"{which}: `{python} -c 'import {module}'` failed ({last}). Install it with\n"
+    return (f"{which}: the peer interpreter {python} cannot run it ({last}). Install it with\n"
             f"    {python} -m pip install {pkg}\n"
             f"(or make a venv: python3 -m venv /tmp/peersvenv && /tmp/peersvenv/bin/{PIP}; "
-            f"then --peer-python /tmp/peersvenv/bin/python)")
+            f"then --peer-python /tmp/peersvenv/bin/python)"), None
 
 
 def child_hta(a):
@@ -543,11 +551,15 @@ def main():
         print(f"skip: {a.shared} is absent (the real traces and the Perseus files live there)")
         return 0
     parts = [a.only] if a.only else ["hta", "lowtime"]
-    missing = [m for m in (check_peer(a.peer_python, p) for p in parts) if m]
+    checks = [check_peer(a.peer_python, p) for p in parts]
+    missing = [m for m, _ in checks if m]
     if missing:
         sys.exit("error: a peer package is missing\n" + "\n".join(missing))
-    print(f"EMO: {a.emo}; peers in {a.peer_python}; reps {a.reps}; {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+    versions = ", ".join(v for _, v in checks)
+    if "lowtime" in parts and "lowtime 0.3.0" not in versions.split(", "):
+        print("note: this is not lowtime 0.3.0, the version the goals name")
+    print(f"EMO: {a.emo}; peers in {a.peer_python} ({versions}); reps {a.reps}; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     tmp = tempfile.mkdtemp(prefix="emo_peers_")
     if "hta" in parts:
         part_hta(a, tmp)
