@@ -30,9 +30,9 @@ usage: python3 bench/peers.py --emo build/tools/emo/emo --shared ../shared [--qu
                               [--lowtime-budget S] [--only hta|lowtime]
 
 The peers are Python packages (the script itself needs only the standard library):
-    python3 -m venv /tmp/peersvenv
-    /tmp/peersvenv/bin/pip install HolisticTraceAnalysis "pandas<3" lowtime==0.3.0
-and pass --peer-python /tmp/peersvenv/bin/python (default: the interpreter running this script).
+    python3 -m venv build-peers/venv
+    build-peers/venv/bin/pip install HolisticTraceAnalysis "pandas<3" lowtime==0.3.0
+and pass --peer-python build-peers/venv/bin/python (default: the interpreter running this script).
 HTA 0.5.0 fails under pandas 3 (DataFrame.drop with both axis and columns), hence "pandas<3".
 lowtime 0.3.0 installed on the 2-core x86_64 VM from a prebuilt wheel (cp311, manylinux x86_64, its Rust
 extension inside); where pip finds no wheel for the platform it builds from source, which needs Rust.
@@ -139,8 +139,8 @@ def check_peer(python, which):
     last = (p.stderr.strip().splitlines() or ["?"])[-1]
     return (f"{which}: the peer interpreter {python} cannot run it ({last}). Install it with\n"
             f"    {python} -m pip install {pkg}\n"
-            f"(or make a venv: python3 -m venv /tmp/peersvenv && /tmp/peersvenv/bin/{PIP}; "
-            f"then --peer-python /tmp/peersvenv/bin/python)"), None
+            f"(or make a venv: python3 -m venv build-peers/venv && build-peers/venv/bin/{PIP}; "
+            f"then --peer-python build-peers/venv/bin/python)"), None
 
 
 def child_hta(a):
