@@ -30,6 +30,20 @@ RuntimeOptions dry_run(int changes) {
   return o;
 }
 
+// One step_begin() + step_end() pair per iteration, the controller thread live.
+void time_steps(benchmark::State& state, RuntimeOptions o) {
+  auto rt = Runtime::start(std::move(o));
+  if (!rt) {
+    state.SkipWithError(rt.error().message().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    (*rt)->step_begin();
+    (*rt)->step_end();
+  }
+  (void)(*rt)->stop();
+}
+
 void BM_HandOffReference(benchmark::State& state) {
   std::mutex mu;
   std::condition_variable cv;
@@ -46,16 +60,7 @@ void BM_HandOffReference(benchmark::State& state) {
 BENCHMARK(BM_HandOffReference);
 
 void BM_StepCpuAnchor(benchmark::State& state) {
-  auto rt = Runtime::start(dry_run(int(state.range(0))));
-  if (!rt) {
-    state.SkipWithError(rt.error().message().c_str());
-    return;
-  }
-  for (auto _ : state) {
-    (*rt)->step_begin();
-    (*rt)->step_end();
-  }
-  (void)(*rt)->stop();
+  time_steps(state, dry_run(int(state.range(0))));
 }
 BENCHMARK(BM_StepCpuAnchor)->Arg(8)->Arg(64);
 
@@ -99,16 +104,7 @@ void BM_StepGpuAnchor(benchmark::State& state) {
     g_driver->cv.notify_one();
     return 0;
   };
-  auto rt = Runtime::start(std::move(o));
-  if (!rt) {
-    state.SkipWithError(rt.error().message().c_str());
-    return;
-  }
-  for (auto _ : state) {
-    (*rt)->step_begin();
-    (*rt)->step_end();
-  }
-  (void)(*rt)->stop();
+  time_steps(state, std::move(o));
 }
 BENCHMARK(BM_StepGpuAnchor);
 

@@ -46,7 +46,6 @@ struct Runtime::Impl {
   std::condition_variable cv;
   mutable std::mutex state_mu;  // the monitor, the controller and the report (the controller thread writes)
   std::deque<std::pair<int, int64_t>> anchors;  // (step, anchor) posted, not yet taken
-  int begun = 0;        // step_begin calls (the job's thread)
   int reached = 0;      // anchors posted (the GPU's host functions, or the CPU)
   int launched = 0;     // host functions enqueued on the stream
   int gpu_reached = 0;  // ... and run
@@ -215,7 +214,6 @@ Runtime::~Runtime() {
 
 void Runtime::step_begin() {
   Impl& m = *impl_;
-  ++m.begun;
   if (m.o.launch != nullptr) {
     {
       std::lock_guard<std::mutex> lk(m.mu);
