@@ -29,6 +29,22 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
                                 "(docs/profiling.md) and pass the folder with --profiled");
   if (!gpu_or) return gpu_or.error();
   const emulator::EmulatedGpu& gpu = **gpu_or;
+  static_assert(pack::PackOptions{}.max_plan_node_steps == emulator::kMaxRunNodeSteps,
+                "the packing bounds its plan by the emulator's run bound");
+  // A step with so many nodes that even the shortest window is more than a run replays: name the cause.
+  const int64_t nodes = int64_t(w.graph.num_nodes());
+  if (int64_t(packing.plan_steps) * nodes > emulator::kMaxRunNodeSteps ||
+      (packing.plan_steps_bounded && packing.plan_window_ns < pack::kMinProfileWindowNs)) {
+    return make_error(
+        "profiling plan",
+        fmt::format("the step lasts {:.3f} ms and has {} graph nodes ({:.1f} ns of step per node): a run replays at "
+                    "most {} node-steps, so a profiled clock gets {} steps, {:.3f} s, less than the {:.1f} s an "
+                    "energy counter needs; are the trace's timestamps in microseconds? On hardware, record the runs "
+                    "and pass them with --profiled (docs/profiling.md)",
+                    double(packing.step_ns) / 1e6, nodes, double(packing.step_ns) / double(std::max<int64_t>(1, nodes)),
+                    emulator::kMaxRunNodeSteps, packing.plan_steps, double(packing.plan_window_ns) / 1e9,
+                    double(pack::kMinProfileWindowNs) / 1e9));
+  }
   // The runs are independent (each has its own seed): one per thread.
   const std::vector<int>& clocks = packing.plan_clocks_mhz;
   std::vector<std::optional<Result<emulator::RunResult>>> runs(clocks.size());

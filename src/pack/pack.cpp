@@ -267,7 +267,16 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   // ---- profiling plan and its cost ----
   p.plan_clocks_mhz = plan_clocks(profile, opt.profile_clocks);
   const double step_s = std::max(1e-9, double(p.step_ns) * 1e-9);
-  p.plan_steps = std::max(3, int(std::ceil(double(opt.profile_window_ns) / 1e9 / step_s)));
+  // Steps enough to fill the counter's window: 2 s of a 50 µs decode step is 40 000 steps. A run's
+  // graph-node replays are bounded, so a step with very many nodes gets a shorter window.
+  const double wanted = std::ceil(double(opt.profile_window_ns) / 1e9 / step_s);
+  p.plan_steps = int(std::clamp(wanted, 3.0, 2e9));
+  const int64_t nodes = std::max<int64_t>(1, int64_t(w.graph.num_nodes()));
+  if (opt.max_plan_node_steps > 0 && int64_t(p.plan_steps) * nodes > opt.max_plan_node_steps) {
+    p.plan_steps = int(std::max<int64_t>(3, opt.max_plan_node_steps / nodes));
+    p.plan_steps_bounded = true;
+  }
+  p.plan_window_ns = int64_t(std::llround(double(p.plan_steps) * step_s * 1e9));
   const int64_t clocks = int64_t(p.plan_clocks_mhz.size());
   int64_t profiled_sigs = 0;
   for (const Signature& s : p.signatures) profiled_sigs += s.ops > 0;
@@ -291,6 +300,8 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   j["atoms"] = p.atoms.size();
   j["plan_clocks_mhz"] = p.plan_clocks_mhz;
   j["plan_steps_per_clock"] = p.plan_steps;
+  j["plan_window_s"] = double(p.plan_window_ns) / 1e9;
+  j["plan_steps_bounded"] = p.plan_steps_bounded;
   j["profiling_gpu_s"] = double(p.profiling_gpu_ns) / 1e9;
   j["kernel_units"] = p.kernel_units;
   j["profiled_units"] = p.profiled_units;
@@ -334,11 +345,12 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
   std::string out = fmt::format(
       "step {:.3f} ms on {} GPU(s), {} GPU ops -> {} atoms, {} packs (min pack {:.1f} ms)\n"
       "signatures: {} ({} with kernels); profiled units {} vs {} per-kernel ({:.1f}x fewer)\n"
-      "profiling plan: clocks {} MHz, {} steps each, {:.2f} GPU-s\n",
+      "profiling plan: clocks {} MHz, {} steps each ({:.3g} s{}), {:.2f} GPU-s\n",
       double(p.step_ns) / 1e6, p.gpus.size(), p.kernel_ops, p.atoms.size(), p.packs.size(),
       double(p.min_pack_ns) / 1e6, p.signatures.size(),
       std::count_if(p.signatures.begin(), p.signatures.end(), [](const Signature& s) { return s.ops > 0; }),
       p.profiled_units, p.kernel_units, p.reduction(), fmt::join(p.plan_clocks_mhz, ","), p.plan_steps,
+      double(p.plan_window_ns) / 1e9, p.plan_steps_bounded ? ", shortened: steps x graph nodes per run are bounded" : "",
       double(p.profiling_gpu_ns) / 1e9);
   const graph::Graph& g = w.graph;
   size_t shown = 0;

@@ -71,6 +71,39 @@ TEST(Pack, OptionsOutsideTheirRangeAreNamedErrors) {
   }
 }
 
+// The plan fills each clock's counter window with steps; a run's graph-node replays are bounded, so a
+// step with many nodes gets fewer steps and a shorter window, and the emulated plan that would fall
+// below the counter's shortest window is refused with its cause before anything runs.
+TEST(Pack, PlanStepsFillTheWindowWithinTheRunsNodeBound) {
+  auto w = workload(1, 2);
+  const auto profile = *device::builtin_profile("h100");
+  const auto an = analysis::analyze(w);
+  auto p = pack::make_packs(w, an, profile, {});
+  ASSERT_TRUE(p.ok());
+  const double step_s = double(p->step_ns) * 1e-9;
+  EXPECT_EQ(p->plan_steps, std::max(3, int(std::ceil(2.0 / step_s))));
+  EXPECT_FALSE(p->plan_steps_bounded);
+  EXPECT_NEAR(double(p->plan_window_ns) * 1e-9, 2.0, step_s);
+  const int64_t nodes = int64_t(w.graph.num_nodes());
+  pack::PackOptions o;
+  o.max_plan_node_steps = nodes * (p->plan_steps / 20);  // a twentieth of the steps fit: 0.1 s
+  auto bounded = pack::make_packs(w, an, profile, o);
+  ASSERT_TRUE(bounded.ok());
+  EXPECT_TRUE(bounded->plan_steps_bounded);
+  EXPECT_EQ(bounded->plan_steps, std::max(3, p->plan_steps / 20));
+  EXPECT_LE(int64_t(bounded->plan_steps) * nodes, o.max_plan_node_steps);
+  EXPECT_LT(bounded->plan_window_ns, p->plan_window_ns / 10);
+  // Below the shortest window (ten counter updates): the emulated plan says why and runs nothing.
+  if (bounded->plan_window_ns < pack::kMinProfileWindowNs) {
+    auto runs = backends::profile_plan(test::target("emulated:h100"), w, *bounded);
+    ASSERT_FALSE(runs.ok());
+    EXPECT_EQ(runs.error().where, "profiling plan");
+    EXPECT_NE(runs.error().what.find("graph nodes"), std::string::npos) << runs.error().what;
+  } else {
+    ADD_FAILURE() << "a twentieth of the 2 s window is " << double(bounded->plan_window_ns) * 1e-9 << " s";
+  }
+}
+
 TEST(Pack, ModelsPredictAnUnprofiledClockOnTheEmulator) {
   auto s = setup(1, 12, 5);
   const int f = 1200;  // not a plan clock

@@ -45,7 +45,14 @@ struct PackOptions {
   bool per_kernel = false;
   int profile_clocks = 4;            // clocks in the profiling plan (see plan_clocks)
   int64_t profile_window_ns = 2000000000;  // energy-counter window per profiled clock
+  // A run replays at most this many graph nodes (steps × the step's nodes; the emulator's bound,
+  // emulator::kMaxRunNodeSteps): a short step with many ops gets fewer steps, so a shorter window,
+  // down to kMinProfileWindowNs. 0: no bound.
+  int64_t max_plan_node_steps = 200'000'000;
 };
+
+// The shortest window a profiled clock may have: ten updates of a 20 ms energy counter.
+inline constexpr int64_t kMinProfileWindowNs = 200'000'000;
 
 // Ids that cross from the packing into the models, the optimizer and the evaluation (strong types,
 // include/emo/base/ids.h): a signature's place in Packing::signatures and a pack's in Packing::packs.
@@ -104,6 +111,8 @@ struct Packing {
   int64_t kernel_units = 0;     // kernel_ops × plan clocks: per-kernel profiling
   int64_t profiled_units = 0;   // signatures × plan clocks
   int plan_steps = 0;           // steps run per profiled clock
+  bool plan_steps_bounded = false;  // fewer steps than profile_window_ns asks for (max_plan_node_steps)
+  int64_t plan_window_ns = 0;   // plan_steps × step_ns
   int64_t profiling_gpu_ns = 0;  // GPU time of the profiling runs the plan needs
   double reduction() const { return profiled_units > 0 ? double(kernel_units) / double(profiled_units) : 0; }
 };
