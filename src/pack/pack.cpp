@@ -369,15 +369,19 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
   return out;
 }
 
-std::string packs_csv(const analysis::Workload& w, const Packing& p) {
+std::string packs_csv(const analysis::Workload& w, const Packing& p, const std::vector<int>* clocks) {
   const graph::Graph& g = w.graph;
-  std::string out = "rank,begin_us,end_us,busy_us,slack_class,boundness,first_op,last_op,signature\n";
-  for (const Pack& pk : p.packs) {
+  const bool with_clocks = clocks && clocks->size() == p.packs.size();
+  std::string out = "rank,begin_us,end_us,busy_us,slack_class,boundness,first_op,last_op,signature";
+  out += with_clocks ? ",clock_mhz\n" : "\n";
+  for (size_t i = 0; i < p.packs.size(); ++i) {
+    const Pack& pk = p.packs[i];
     const GpuOps& go = p.gpus[pk.rank.index()];
-    out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}\n",
+    out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}",
                        g.rank_id(go.rank), double(pk.begin_ns) / 1e3,
                        double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3, to_string(pk.slack), to_string(pk.bound),
                        pk.first_op, int64_t(pk.last_op), pk.signature);
+    out += with_clocks ? fmt::format(",{}\n", (*clocks)[i]) : std::string("\n");
   }
   return out;
 }

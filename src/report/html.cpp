@@ -49,8 +49,17 @@ void scatter(std::string& h, const ReportData& d) {
     e0 = std::min(e0, r.measured.energy_j), e1 = std::max(e1, r.measured.energy_j);
   }
   if (d.plans.empty()) t0 = t1 = e0 = e1 = 0;
-  const double pt = std::max(1e-9, (t1 - t0) * 0.15 + t1 * 1e-3), pe = std::max(1e-12, (e1 - e0) * 0.15 + e1 * 1e-3);
-  t0 -= pt, t1 += pt, e0 -= pe, e1 += pe;
+  // Axes that keep differences in proportion: energy from 0, time around the default's step from
+  // δ below it to past the time limit (at least ±2 % of it), so a 0.03 % difference stays a hair.
+  const double delta = d.summary.value("max_slowdown", 0.0);
+  const double t_def = d.plans.empty() ? 0 : d.plans[0].measured.mean_step_ns() / 1e3;
+  const double limit_us = t_def * (1 + delta);
+  const double span = std::max(0.02, delta);
+  t0 = std::min(t0, t_def * (1 - span));
+  t1 = std::max({t1, limit_us + t_def * span / 4, t_def * (1 + span)});
+  const double pt = std::max(1e-9, (t1 - t0) * 0.05);
+  t0 -= pt, t1 += pt;
+  e0 = 0, e1 = std::max(1e-12, e1 * 1.12);
   auto X = [&](double t) { return kLeft + (t - t0) / (t1 - t0) * (kW - kLeft - kRight); };
   auto Y = [&](double e) { return H - bottom - (e - e0) / (e1 - e0) * (H - bottom - top); };
   h += fmt::format("<svg id=\"chart-tradeoff\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">\n", kW, H, kW, H);
@@ -65,12 +74,10 @@ void scatter(std::string& h, const ReportData& d) {
     h += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" class=\"tick\">{:.3f}</text>\n", kLeft - 6, Y(e) + 4, e);
   }
   if (!d.plans.empty()) {
-    // The target: default time × (1 + max_slowdown).
-    const double limit = d.plans[0].measured.mean_step_ns() / 1e3 * (1 + d.summary.value("max_slowdown", 0.0));
-    if (limit <= t1)
-      h += fmt::format("<path d=\"M{0:.1f} {1} V{2}\" stroke=\"#999\" stroke-dasharray=\"4 3\" fill=\"none\"/>"
-                       "<text x=\"{0:.1f}\" y=\"{3}\" class=\"tick\" text-anchor=\"middle\">time limit</text>\n",
-                       X(limit), top, H - bottom, top - 6);
+    // The target: default time × (1 + max_slowdown), always on the chart.
+    h += fmt::format("<path id=\"time-limit\" d=\"M{0:.1f} {1} V{2}\" stroke=\"#999\" stroke-dasharray=\"4 3\" fill=\"none\"/>"
+                     "<text x=\"{0:.1f}\" y=\"{3}\" class=\"tick\" text-anchor=\"middle\">time limit (+{4:.1f} %)</text>\n",
+                     X(limit_us), top, H - bottom, top - 6, 100 * delta);
   }
   // Labels: plans at (nearly) the same point share one label line, so names never print over each other.
   std::vector<std::pair<double, double>> placed;  // label anchors already used
@@ -100,8 +107,10 @@ void scatter(std::string& h, const ReportData& d) {
 void timeline(std::string& h, const ReportData& d) {
   const pack::Packing& p = *d.packing;
   const double row = 40, top = 10;
-  const double H = top + row * double(p.gpus.size()) + 60;
-  int lo = d.default_clock_mhz, hi = d.default_clock_mhz;
+  const double H = top + row * double(p.gpus.size()) + 70;
+  // One scale per device (ReportData::scale_*), widened only if a pack's clock falls outside it.
+  int lo = d.scale_min_mhz > 0 ? d.scale_min_mhz : d.default_clock_mhz;
+  int hi = d.scale_max_mhz > 0 ? d.scale_max_mhz : d.default_clock_mhz;
   for (int c : d.pack_clock_mhz) lo = std::min(lo, c), hi = std::max(hi, c);
   const double step = double(std::max<int64_t>(1, p.step_ns));
   auto X = [&](int64_t ns) { return kLeft + double(ns) / step * (kW - kLeft - kRight); };
@@ -126,6 +135,10 @@ void timeline(std::string& h, const ReportData& d) {
                      "<title>pack {}: {} MHz, {:.1f}–{:.1f} µs, {}, {}</title></rect>\n",
                      x0, y + 2, w, clock_color(c, lo, hi), i, c, double(pk.begin_ns) / 1e3, double(pk.end_ns) / 1e3,
                      pack::to_string(pk.slack), pack::to_string(pk.bound));
+    // The clock, written on the pack where it fits.
+    if (w >= 34)
+      h += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\" fill=\"#fff\">{}</text>\n",
+                       x0 + w / 2, y + 17, c);
     // Busy share of the pack as a dark strip under it (the rest of the pack is idle time).
     const double bw = w * std::clamp(double(pk.busy_ns) / double(std::max<int64_t>(1, pk.end_ns - pk.begin_ns)), 0.0, 1.0);
     if (bw > 0)
@@ -137,11 +150,42 @@ void timeline(std::string& h, const ReportData& d) {
                    kLeft, ly + 14, kW - kRight, ly + 14, step / 1e6);
   for (int k = 0; k <= 8; ++k) {
     const int c = lo + (hi - lo) * k / 8;
-    h += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"30\" height=\"10\" fill=\"{}\"/>", kLeft + 200 + k * 32, ly + 26, clock_color(c, lo, hi));
+    h += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"30\" height=\"10\" fill=\"{}\"><title>{} MHz</title></rect>",
+                     kLeft + 200 + k * 32, ly + 26, clock_color(c, lo, hi), c);
+    if (k % 2 == 0)
+      h += fmt::format("<text x=\"{}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>", kLeft + 215 + k * 32,
+                       ly + 50, c);
   }
   h += fmt::format("<text x=\"{}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{} MHz</text><text x=\"{}\" y=\"{}\" class=\"tick\">{} MHz (dark strip: busy share)</text>\n",
                    kLeft + 194, ly + 35, lo, kLeft + 200 + 9 * 32 + 4, ly + 35, hi);
   h += "</svg>\n";
+}
+
+// The packs as a table: where each is, what it holds and the clock the policy gives it (the first
+// kMaxRows; packs.csv has them all).
+void pack_table(std::string& h, const ReportData& d) {
+  constexpr size_t kMaxRows = 60;
+  const pack::Packing& p = *d.packing;
+  const graph::Graph& g = d.workload->graph;
+  h += "<table id=\"pack-table\"><tr><th>pack</th><th>GPU rank</th><th>begin (µs)</th><th>end (µs)</th><th>busy (µs)</th>"
+       "<th>slack</th><th>bound</th><th>kernels</th><th>first kernel</th><th>clock (MHz)</th></tr>\n";
+  for (size_t i = 0; i < p.packs.size() && i < kMaxRows; ++i) {
+    const pack::Pack& pk = p.packs[i];
+    const pack::GpuOps& go = p.gpus[pk.rank.index()];
+    const int c = i < d.pack_clock_mhz.size() ? d.pack_clock_mhz[i] : d.default_clock_mhz;
+    std::string first = pk.first_op <= pk.last_op && pk.first_op < go.ops.size()
+                            ? std::string(g.strings.view(g.name[go.ops[pk.first_op]]))
+                            : std::string("(idle)");
+    if (first.size() > 60) first = first.substr(0, 57) + "...";
+    const int64_t kernels = pk.first_op <= pk.last_op ? int64_t(pk.last_op) - int64_t(pk.first_op) + 1 : 0;
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
+                     "<td style=\"text-align:left\">{}</td><td>{}</td></tr>\n",
+                     i, g.rank_id(go.rank), double(pk.begin_ns) / 1e3, double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3,
+                     pack::to_string(pk.slack), pack::to_string(pk.bound), kernels, esc(first), c);
+  }
+  h += "</table>\n";
+  if (p.packs.size() > kMaxRows)
+    h += fmt::format("<p>... {} more packs in packs.csv.</p>\n", p.packs.size() - kMaxRows);
 }
 
 void breakdown(std::string& h, const ReportData& d) {
@@ -261,6 +305,7 @@ std::string render_html(const ReportData& d) {
 
   h += "<h2>2. Packs on each GPU, colored by the policy's SM clock</h2>\n";
   timeline(h, d);
+  pack_table(h, d);
   h += "<h2>3. Critical path</h2>\n";
   breakdown(h, d);
   h += "<h2>4. Slack of GPU ops</h2>\n";

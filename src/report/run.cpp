@@ -89,7 +89,7 @@ Result<RunResult> run(const RunOptions& o) {
   EMO_RETURN_IF_ERROR(write_view(tmp, s, *policy_file(), "policy.json", &files));
   const auto t0 = std::chrono::steady_clock::now();
   if (o.progress) o.progress("writing the report");
-  EMO_RETURN_IF_ERROR(write_view(tmp, s, *packs_csv(), "packs.csv", &files));
+  EMO_RETURN_IF_ERROR(write_view(tmp, s, *packs_csv(true), "packs.csv", &files));
   EMO_RETURN_IF_ERROR(write_view(tmp, s, *results_csv(), "results.csv", &files));
   const analysis::Workload& w = **s.workload();
   for (uint32_t r = 0; r < w.ranks.size(); ++r) {

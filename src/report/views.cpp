@@ -163,6 +163,11 @@ Result<ReportData> report_data(Session& s, const RunInfo& run, bool with_summary
   d.packing = *s.packing();
   d.pack_clock_mhz = (*s.solution())->solution.policy.pack_clock_mhz;
   d.default_clock_mhz = s.default_clock_mhz();
+  d.scale_max_mhz = d.default_clock_mhz;
+  d.scale_min_mhz = d.default_clock_mhz;
+  for (int c : s.profile().sm_clocks.mhz) {
+    if (c >= 0.45 * s.profile().max_clock_mhz() && c <= d.default_clock_mhz) d.scale_min_mhz = std::min(d.scale_min_mhz, c);
+  }
   d.plans = **ev;
   if (with_summary) {
     auto sm = summary_document(s, run);
@@ -391,11 +396,14 @@ std::unique_ptr<View> pack_text(int fidelity_mhz) {
   });
 }
 
-std::unique_ptr<View> packs_csv() {
-  return make_view("packs.csv", [](Session& s) -> Result<std::string> {
+std::unique_ptr<View> packs_csv(bool policy_clocks) {
+  return make_view("packs.csv", [policy_clocks](Session& s) -> Result<std::string> {
     auto p = s.packing();
     if (!p) return p.error();
-    return pack::packs_csv(**s.workload(), **p);
+    if (!policy_clocks) return pack::packs_csv(**s.workload(), **p);
+    auto sol = s.solution();
+    if (!sol) return sol.error();
+    return pack::packs_csv(**s.workload(), **p, &(*sol)->solution.policy.pack_clock_mhz);
   });
 }
 

@@ -69,9 +69,12 @@ assert float(rows["policy"]["slowdown_pct"]) <= 100 * limit, rows["policy"]
 assert abs(float(rows["policy"]["true_time_us"]) - s["step_time_us"]["policy"]) < 1e-2, (rows["policy"], s["step_time_us"])
 packs = list(csv.DictReader(open(os.path.join(rep, "packs.csv"))))
 assert packs and list(packs[0]) == ["rank", "begin_us", "end_us", "busy_us", "slack_class", "boundness",
-                                    "first_op", "last_op", "signature"], packs[:1]
+                                    "first_op", "last_op", "signature", "clock_mhz"], packs[:1]
 assert len(packs) == s["packs"], (len(packs), s["packs"])
 pol = json.load(open(os.path.join(rep, "policy.json")))
+# packs.csv's clock is the policy's, pack by pack (policy.json lists the packs that hold ops).
+with_ops = [int(r["clock_mhz"]) for r in packs if int(r["first_op"]) <= int(r["last_op"])]
+assert with_ops == [pk["clock_mhz"] for pk in pol["packs"]], "FAIL: packs.csv clocks"
 assert pol["schema"] == "emo-policy/1" and pol["device"] == "h100" and pol["max_slowdown"] == limit, pol.get("schema")
 for name in ("overlay.json", "overlay_rank1.json"):
     ev = json.load(open(os.path.join(rep, name)))["traceEvents"]
@@ -80,6 +83,12 @@ for name in ("overlay.json", "overlay_rank1.json"):
 html = open(os.path.join(rep, "report.html")).read()
 for chart in ("chart-tradeoff", "chart-timeline", "chart-critical-path", "chart-slack", "chart-profiling"):
     assert f'id="{chart}"' in html, f"FAIL: report.html lacks {chart}"
+# The time limit is always drawn; the per-pack table lists each pack with its clock.
+assert 'id="time-limit"' in html and 'id="pack-table"' in html, "FAIL: report.html lacks the time limit or pack table"
+table = html.split('id="pack-table"')[1].split("</table>")[0]
+assert table.count("<tr><td>") == min(60, len(packs)), (table.count("<tr><td>"), len(packs))
+for c in [int(r["clock_mhz"]) for r in packs[:60]]:
+    assert f"<td>{c}</td></tr>" in table, f"FAIL: pack table lacks clock {c}"
 PY
   cp "$rep/summary.json" "$tmp/summary.before"
 fi

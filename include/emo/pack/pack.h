@@ -128,6 +128,7 @@ std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n);
 
 nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs);
 std::string to_text(const analysis::Workload& w, const Packing& p);
-std::string packs_csv(const analysis::Workload& w, const Packing& p);
+// One row per pack; with `clocks` (one per pack: a policy's), a last column clock_mhz.
+std::string packs_csv(const analysis::Workload& w, const Packing& p, const std::vector<int>* clocks = nullptr);
 
 }  // namespace emo::pack

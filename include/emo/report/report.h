@@ -58,6 +58,9 @@ struct ReportData {
   const pack::Packing* packing = nullptr;
   std::vector<int> pack_clock_mhz;  // the policy's clock per pack
   int default_clock_mhz = 0;
+  // The colour scale of the pack timeline: the device's candidate clocks (0.45·f_max up to the default),
+  // the same on every report for the device, so one colour is one clock across reports.
+  int scale_min_mhz = 0, scale_max_mhz = 0;
   std::vector<session::EvaluatedPlan> plans;
   nlohmann::json summary;           // the inner object of summary.json
 };

@@ -75,7 +75,7 @@ std::unique_ptr<View> whatif_json(std::vector<analysis::Scale> scales);
 std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales);
 std::unique_ptr<View> pack_json(bool all, int fidelity_mhz);
 std::unique_ptr<View> pack_text(int fidelity_mhz);
-std::unique_ptr<View> packs_csv();                    // packs.csv: one row per pack
+std::unique_ptr<View> packs_csv(bool policy_clocks = false);  // packs.csv: one row per pack (+ the policy's clock)
 std::unique_ptr<View> fidelity_csv(int fidelity_mhz);  // one row per pack: predicted vs true at the clock
 std::unique_ptr<View> optimize_json();
 std::unique_ptr<View> optimize_text();
