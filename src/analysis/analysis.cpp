@@ -269,6 +269,20 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"cross_stream_edges_from_runtime_pairs", bs.cross_stream_from_runtime_pairs},
                        {"cross_stream_edges_inferred", bs.cross_stream_inferred},
                        {"outside_profiler_window", outside_window},
+                       // Host waits (docs/replay.md): threads that only wait, left out of the
+                       // step's span and critical path; blocked-wait frames on working threads;
+                       // host polling loops made GPU -> CPU waits.
+                       {"waiting_threads", bs.waiting_threads},
+                       {"waiting_thread_nodes", bs.waiting_thread_nodes},
+                       {"waiting_thread_span_us", round3(us(bs.waiting_thread_span_ns))},
+                       {"waiting_thread_example", bs.waiting_thread_example},
+                       {"wait_frames", bs.wait_frames},
+                       {"wait_frame_us", round3(us(bs.wait_frame_ns))},
+                       {"wait_frame_example", bs.wait_frame_example},
+                       {"poll_query_loops", bs.poll_query_loops},
+                       {"poll_ranges", bs.poll_ranges},
+                       {"poll_wait_us", round3(us(bs.poll_wait_ns))},
+                       {"poll_example", bs.poll_example},
                        {"notes", bs.notes}};
   if (per_kernel) {
     json ks = json::array();
@@ -319,6 +333,26 @@ std::string to_text(const Workload& w, const Analysis& a) {
   s += fmt::format("GPU ops with no slack: {} of {}\n", no_slack, ops);
   if (g.stats.gpu_ops_without_launch > 0) {
     s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
+  }
+  const graph::BuildStats& bs = g.stats;
+  if (bs.waiting_threads > 0) {
+    s += fmt::format(
+        "note: {} thread(s) that launch no GPU work (only wait) left out of the step's span and critical path"
+        "{}; e.g. {} (waiting_threads in import_stats of --json)\n",
+        bs.waiting_threads,
+        bs.waiting_thread_span_ns > 0 ? fmt::format(", {:.3f} ms of span", us(bs.waiting_thread_span_ns) / 1000) : "",
+        bs.waiting_thread_example);
+  }
+  if (bs.wait_frames > 0) {
+    s += fmt::format("note: {} blocked-wait frame(s) on working threads, {:.3f} ms, counted as waits, not CPU work; "
+                     "e.g. {}\n",
+                     bs.wait_frames, us(bs.wait_frame_ns) / 1000, bs.wait_frame_example);
+  }
+  if (bs.poll_query_loops + bs.poll_ranges > 0) {
+    s += fmt::format("note: {} host polling loop(s) ({} of event/stream queries, {} annotated ranges) wait on the GPU "
+                     "op they poll, {:.3f} ms; e.g. {}\n",
+                     bs.poll_query_loops + bs.poll_ranges, bs.poll_query_loops, bs.poll_ranges,
+                     us(bs.poll_wait_ns) / 1000, bs.poll_example);
   }
   if (g.stats.edges_dropped_inconsistent > 0) {
     s += fmt::format(

@@ -11,6 +11,11 @@
 // launch started at 100 µs, queued behind a kernel ending at 180 µs, starting
 // at 181 µs: the stream edge binds (lat 1 µs); the launch edge gets the
 // rank's typical empty-queue launch latency (say 6 µs), not the 81 µs queue.
+//
+// Host waits (docs/replay.md): a blocked-wait frame's time is a wait
+// (kCpuWait), not CPU work; a host polling loop ends when the GPU op it polls
+// ends (a sync edge); a thread that only waits is replayed but does not bound
+// the step (Graph::on_waiting_thread).
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -20,8 +25,11 @@
 #include <string>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "emo/base/stats.h"
 #include "emo/graph/graph.h"
+#include "emo/graph/waits.h"
 
 namespace emo::graph {
 namespace {
@@ -36,6 +44,13 @@ constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 // the CPU and GPU timestamps of one trace is ~1 µs).
 constexpr int64_t kContradictionToleranceNs = 2000;
 constexpr int32_t kInferStream = -2;  // "find the recording stream from the timeline"
+// A polling loop or a childless range "ends just after a GPU op ends" when that
+// op ended at most this long before it (a poll's interval plus its wake-up).
+constexpr int64_t kPollToleranceNs = 50'000;
+// A childless annotated range shorter than this is not taken for a spin-wait:
+// with a tolerance of 50 µs, a shorter range would "end just after" nearly any op
+// that ended while it ran.
+constexpr int64_t kPollMinRangeNs = 2 * kPollToleranceNs;
 
 struct RankIndex {
   // correlation -> runtime/driver node of this rank
@@ -62,6 +77,23 @@ struct RankIndex {
   std::vector<uint32_t> sync_events;  // indices of cuda_sync events
 };
 
+// The CPU nodes of one thread: node ids [first, end) (a thread's nodes are added together).
+struct CpuLaneNodes {
+  uint32_t rank = 0;
+  uint32_t lane = 0;  // graph lane
+  NodeId first = 0;
+  NodeId end = 0;
+};
+
+// An outermost blocked-wait frame (one not inside another).
+struct OuterWait {
+  uint32_t rank = 0;
+  uint32_t lane = 0;  // graph lane
+  uint32_t event = 0;
+};
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
 class Builder {
  public:
   Builder(const std::vector<RankTrace>& ranks, const BuildOptions& options)
@@ -87,9 +119,12 @@ class Builder {
       add_launch_edges(r);
       add_cross_stream_edges(r);
       add_sync_edges(r);
+      add_poll_waits(r);
     }
+    mark_waiting_threads();
     if (options_.split_collectives) add_collectives();
     align_ranks_without_collectives();
+    count_waiting_span();
     assign_latencies();
     EMO_RETURN_IF_ERROR(finish_csr_and_topo());
     return std::move(g_);
@@ -115,6 +150,7 @@ class Builder {
     g_.dur_ns.push_back(end - start);
     g_.meas_start_ns.push_back(start);
     g_.meas_end_ns.push_back(end);
+    g_.on_waiting_thread.push_back(0);
     return id;
   }
 
@@ -164,11 +200,20 @@ class Builder {
     struct Open {
       uint32_t ev;
       int64_t end;
+      bool wait;  // a blocked-wait frame, or inside one
     };
     std::vector<Open> stack;
+    std::vector<int8_t> wait_name(t.strings.size(), -1);  // per name, computed once
+    auto is_wait_frame = [&](const Event& e) {
+      if (e.kind != EventKind::kPythonFunction || e.name >= wait_name.size()) return false;
+      int8_t& w = wait_name[e.name];
+      if (w < 0) w = is_blocked_wait_frame(t.strings.view(e.name)) ? 1 : 0;
+      return w == 1;
+    };
     for (uint32_t ln = 0; ln < by_lane.size(); ++ln) {
       if (by_lane[ln].empty()) continue;
       const uint32_t lane = graph_lane(r, ln);
+      const auto first_node = static_cast<NodeId>(g_.num_nodes());
       NodeId prev = kNoId;
       int64_t cursor = kMin;  // time up to which the thread is covered by nodes
       stack.clear();
@@ -190,7 +235,8 @@ class Builder {
           }
           int64_t stop = std::min(until, stack.back().end);
           const Event& owner = t.events[stack.back().ev];
-          emit(NodeKind::kCpuOp, stack.back().ev, intern(r, owner.name), cursor, stop);
+          emit(stack.back().wait ? NodeKind::kCpuWait : NodeKind::kCpuOp, stack.back().ev, intern(r, owner.name),
+               cursor, stop);
         }
       };
       for (uint32_t ev : by_lane[ln]) {
@@ -215,10 +261,15 @@ class Builder {
           idx_[r].runtime_nodes.push_back(n);
           continue;
         }
-        stack.push_back(Open{ev, end});
+        const bool inside_wait = !stack.empty() && stack.back().wait;
+        const bool wait = inside_wait || is_wait_frame(e);
+        if (wait && !inside_wait) outer_waits_.push_back(OuterWait{r, lane, ev});
+        stack.push_back(Open{ev, end, wait});
       }
       // Flush: the outermost open event ends last (children were clipped to it).
       if (!stack.empty()) advance(stack.front().end);
+      const auto end_node = static_cast<NodeId>(g_.num_nodes());
+      if (end_node > first_node) cpu_lanes_.push_back(CpuLaneNodes{r, lane, first_node, end_node});
     }
   }
 
@@ -458,6 +509,226 @@ class Builder {
     }
   }
 
+  // ---------- host waits ----------
+  // The op a host wait over [t0, t1] waits on: of the last op launched before
+  // correlation `corr` on each stream of the rank (the newest work the host can
+  // be waiting for), the one that was still running at t0 and ended last, at
+  // most kPollToleranceNs before t1. kNoId when no op ends so.
+  NodeId waited_op(uint32_t r, int64_t corr, int64_t t0, int64_t t1) const {
+    NodeId best = kNoId;
+    for (const auto& [key, so] : idx_[r].streams) {
+      NodeId n = last_before(r, key.first, key.second, corr);
+      if (n == kNoId) continue;
+      const int64_t e = g_.meas_end_ns[n];
+      if (e <= t0 || e > t1 + kContradictionToleranceNs || e < t1 - kPollToleranceNs) continue;
+      if (best == kNoId || e > g_.meas_end_ns[best]) best = n;
+    }
+    return best;
+  }
+
+  // Makes `last` (the node whose end is the loop's end) wait on `op`: a GPU ->
+  // CPU sync edge whose latency is the measured wake-up, and the loop's time up
+  // to the op's end becomes that wait (nodes first..last-1 take no time of their
+  // own, `last` keeps what came after the op ended). So the loop ends when the
+  // op ends, however long the op runs in a what-if.
+  void make_poll_wait(uint32_t r, NodeId first, NodeId last, NodeId op) {
+    const int64_t t0 = g_.meas_start_ns[first], t1 = g_.meas_end_ns[last];
+    const int64_t op_end = g_.meas_end_ns[op];
+    for (NodeId k = first; k < last; ++k) g_.dur_ns[k] = 0;
+    g_.kind[last] = NodeKind::kSyncCall;
+    g_.dur_ns[last] = std::clamp<int64_t>(t1 - op_end, 0, g_.meas_end_ns[last] - g_.meas_start_ns[last]);
+    forced_edges_.push_back(static_cast<uint32_t>(g_.edges.size()));
+    add_edge(op, true, last, true, EdgeKind::kSync);
+    g_.stats.poll_wait_ns += std::max<int64_t>(0, op_end - t0);
+    if (g_.stats.poll_example.empty()) {
+      const RankTrace& t = ranks_[r];
+      g_.stats.poll_example = fmt::format(
+          "{} (thread {}), {:.3f} ms, ends {:.3f} ms after {} ends", t.strings.view(t.events[g_.event[last]].name),
+          g_.lanes[g_.lane[last]].tid, ms(t1 - t0), ms(t1 - op_end), g_.strings.view(g_.name[op]));
+    }
+  }
+
+  // Host polling is a GPU -> CPU wait (DESIGN.md §2, "cudaEventQuery loops"):
+  // 1) a run of two or more event/stream queries on a thread, with nothing
+  //    between them but Python frames, waits, unexplained gaps and error
+  //    checks, that ends just after an op it can be waiting for ends;
+  // 2) an annotated range with nothing recorded inside it (the host spins on
+  //    memory the GPU writes, as DeepEP's dispatch waits do), at least
+  //    kPollMinRangeNs long, that ends just after such an op ends.
+  void add_poll_waits(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    if (idx_[r].streams.empty()) return;
+    std::vector<int8_t> query_name(t.strings.size(), -1), check_name(t.strings.size(), -1);
+    auto name_of = [&](NodeId n) { return t.strings.view(t.events[g_.event[n]].name); };
+    auto is_query = [&](NodeId n) {
+      if (g_.kind[n] != NodeKind::kRuntime || g_.event[n] == kNoId) return false;
+      if (t.events[g_.event[n]].name >= query_name.size()) return false;
+      int8_t& q = query_name[t.events[g_.event[n]].name];
+      if (q < 0) q = is_gpu_query(name_of(n)) ? 1 : 0;
+      return q == 1;
+    };
+    // What a polling loop does between two queries without ending the run.
+    auto in_loop = [&](NodeId n) {
+      switch (g_.kind[n]) {
+        case NodeKind::kCpuGap:
+        case NodeKind::kCpuWait: return true;
+        case NodeKind::kCpuOp: return t.events[g_.event[n]].kind == EventKind::kPythonFunction;
+        case NodeKind::kRuntime: {
+          if (t.events[g_.event[n]].name >= check_name.size()) return false;
+          int8_t& c = check_name[t.events[g_.event[n]].name];
+          if (c < 0) {
+            std::string_view nm = name_of(n);
+            c = nm == "cudaGetLastError" || nm == "cudaPeekAtLastError" || nm == "hipGetLastError" ||
+                        nm == "hipPeekAtLastError"
+                    ? 1
+                    : 0;
+          }
+          return c == 1;
+        }
+        default: return false;
+      }
+    };
+    // Correlation bound of "launched before time T": the largest correlation of
+    // the rank's calls that started before T (correlations grow in launch order).
+    std::vector<std::pair<int64_t, int64_t>> started;  // (start, running max correlation)
+    for (NodeId rt : idx_[r].runtime_nodes) {
+      const int64_t c = t.events[g_.event[rt]].correlation;
+      if (c != trace::kNone) started.emplace_back(g_.meas_start_ns[rt], c);
+    }
+    std::sort(started.begin(), started.end());
+    for (size_t i = 1; i < started.size(); ++i) started[i].second = std::max(started[i].second, started[i - 1].second);
+    auto launched_before = [&](int64_t ts) {
+      auto it = std::lower_bound(started.begin(), started.end(), std::make_pair(ts, std::numeric_limits<int64_t>::min()));
+      return it == started.begin() ? trace::kNone : std::prev(it)->second + 1;
+    };
+    for (const CpuLaneNodes& ln : cpu_lanes_) {
+      if (ln.rank != r) continue;
+      // 1) query runs
+      for (NodeId i = ln.first; i < ln.end;) {
+        if (!is_query(i)) {
+          ++i;
+          continue;
+        }
+        NodeId first = i, last = i;
+        int queries = 1;
+        for (NodeId j = i + 1; j < ln.end && (is_query(j) || in_loop(j)); ++j) {
+          if (is_query(j)) {
+            last = j;
+            ++queries;
+          }
+        }
+        i = last + 1;
+        const int64_t corr = t.events[g_.event[first]].correlation;
+        if (queries < 2 || corr == trace::kNone) continue;
+        NodeId op = waited_op(r, corr, g_.meas_start_ns[first], g_.meas_end_ns[last]);
+        if (op == kNoId) continue;
+        make_poll_wait(r, first, last, op);
+        ++g_.stats.poll_query_loops;
+      }
+      // 2) childless annotated ranges: one node holding the whole event
+      for (NodeId n = ln.first; n < ln.end; ++n) {
+        if (g_.kind[n] != NodeKind::kCpuOp || g_.event[n] == kNoId) continue;
+        const Event& e = t.events[g_.event[n]];
+        if (e.kind != EventKind::kUserAnnotation || e.dur_ns < kPollMinRangeNs) continue;
+        if (g_.meas_start_ns[n] != e.ts_ns + rank_base_[r] || g_.meas_end_ns[n] != e.ts_ns + e.dur_ns + rank_base_[r])
+          continue;  // it has children (or was clipped)
+        if (t.strings.view(e.name).substr(0, 13) == "ProfilerStep#") continue;
+        const int64_t bound = launched_before(e.ts_ns + rank_base_[r]);
+        if (bound == trace::kNone) continue;
+        NodeId op = waited_op(r, bound, g_.meas_start_ns[n], g_.meas_end_ns[n]);
+        if (op == kNoId) continue;
+        make_poll_wait(r, n, n, op);
+        ++g_.stats.poll_ranges;
+      }
+    }
+  }
+
+  // Threads that only wait: in a rank where some thread launches GPU work (a call
+  // that a GPU op's correlation names, or a launch call whose op is not in the
+  // trace), a thread that launches none and does not hold the step's ProfilerStep has no
+  // dependency into the GPU work the trace can show (Kineto records no
+  // dependency between threads), so it cannot hold the step back: its nodes are
+  // replayed but left out of the step's span and critical path. The
+  // ProfilerStep's thread is the training loop that starts the other threads'
+  // work, so it is kept even where it launches nothing itself.
+  void mark_waiting_threads() {
+    std::vector<uint8_t> working(g_.lanes.size(), 0);
+    std::vector<uint8_t> rank_launches(ranks_.size(), 0);
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      std::vector<int8_t> launch_name(t.strings.size(), -1);  // per name, computed once
+      for (NodeId rt : idx_[r].runtime_nodes) {
+        const Event& call = t.events[g_.event[rt]];
+        bool launches = false;
+        if (call.correlation != trace::kNone) {
+          auto [gb, ge] = idx_[r].gpu_ops_of(call.correlation);
+          launches = gb != ge;
+          // The rule applies to ranks whose traced GPU work has a launching thread.
+          if (launches) rank_launches[r] = 1;
+        }
+        if (!launches && call.name < launch_name.size()) {
+          // A launch whose GPU op the trace lost (or that ran outside the step) still launched.
+          int8_t& l = launch_name[call.name];
+          if (l < 0) l = is_launch_call(t.strings.view(call.name)) ? 1 : 0;
+          launches = l == 1;
+        }
+        if (launches) working[g_.lane[rt]] = 1;
+      }
+    }
+    for (const CpuLaneNodes& ln : cpu_lanes_) {
+      const RankTrace& t = ranks_[ln.rank];
+      for (NodeId n = ln.first; n < ln.end && !working[ln.lane]; ++n) {
+        if (g_.event[n] == kNoId) continue;
+        const Event& e = t.events[g_.event[n]];
+        if (e.kind == EventKind::kUserAnnotation && t.strings.view(e.name).substr(0, 13) == "ProfilerStep#") {
+          working[ln.lane] = 1;
+        }
+      }
+    }
+    for (const CpuLaneNodes& ln : cpu_lanes_) {
+      if (working[ln.lane] || !rank_launches[ln.rank]) continue;
+      const RankTrace& t = ranks_[ln.rank];
+      uint32_t longest = kNoId;
+      for (NodeId n = ln.first; n < ln.end; ++n) {
+        g_.on_waiting_thread[n] = 1;
+        const uint32_t ev = g_.event[n];
+        if (ev != kNoId && (longest == kNoId || t.events[ev].dur_ns > t.events[longest].dur_ns)) longest = ev;
+      }
+      ++g_.stats.waiting_threads;
+      g_.stats.waiting_thread_nodes += ln.end - ln.first;
+      if (g_.stats.waiting_thread_example.empty()) {
+        g_.stats.waiting_thread_example =
+            longest == kNoId ? fmt::format("thread {}", g_.lanes[ln.lane].tid)
+                             : fmt::format("thread {}: {} ({:.3f} ms)", g_.lanes[ln.lane].tid,
+                                           t.strings.view(t.events[longest].name), ms(t.events[longest].dur_ns));
+      }
+    }
+    // Blocked-wait frames where they matter: on threads that do work.
+    for (const OuterWait& w : outer_waits_) {
+      if (!working[w.lane] && rank_launches[w.rank]) continue;
+      const RankTrace& t = ranks_[w.rank];
+      ++g_.stats.wait_frames;
+      if (g_.stats.wait_frame_example.empty()) {
+        g_.stats.wait_frame_example = fmt::format("{} (thread {}), {:.3f} ms", t.strings.view(t.events[w.event].name),
+                                                  g_.lanes[w.lane].tid, ms(t.events[w.event].dur_ns));
+      }
+    }
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.kind[n] == NodeKind::kCpuWait && !g_.on_waiting_thread[n]) g_.stats.wait_frame_ns += g_.dur_ns[n];
+    }
+  }
+
+  // How much the threads that only wait stretched the measured span.
+  void count_waiting_span() {
+    if (g_.stats.waiting_threads == 0) return;
+    int64_t b = std::numeric_limits<int64_t>::max(), e = std::numeric_limits<int64_t>::min();
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      b = std::min(b, g_.meas_start_ns[n]);
+      e = std::max(e, g_.meas_end_ns[n]);
+    }
+    g_.stats.waiting_thread_span_ns = std::max<int64_t>(0, (e - b) - (g_.measured_end_ns() - g_.measured_begin_ns()));
+  }
+
   // Collectives: one logical node per collective matched across ranks. Each
   // rank's kernel starts on its own; the transfer starts when the last rank
   // has arrived; every rank's kernel ends when the transfer ends. So a fast
@@ -557,7 +828,9 @@ class Builder {
     if (ranks_.size() < 2) return;
     constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
     std::vector<int64_t> first(ranks_.size(), kUnset);
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) first[g_.rank[n]] = std::min(first[g_.rank[n]], g_.meas_start_ns[n]);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.counts_for_span(n)) first[g_.rank[n]] = std::min(first[g_.rank[n]], g_.meas_start_ns[n]);
+    }
     bool any = false;
     for (uint32_t r = 1; r < ranks_.size(); ++r) {
       if (aligned_.count(r) || first[r] == kUnset || first[0] == kUnset) continue;
@@ -620,10 +893,14 @@ class Builder {
     inherent[static_cast<int>(EdgeKind::kThread)] = 0;
     inherent[static_cast<int>(EdgeKind::kCollective)] = 0;
     std::copy(inherent, inherent + kKinds, g_.inherent_lat_ns);
+    // A polling loop's wait keeps its measured wake-up whether or not it bound
+    // its point: the loop's own time was given to the wait (make_poll_wait).
+    std::vector<uint8_t> forced(g_.edges.size(), 0);
+    for (uint32_t i : forced_edges_) forced[i] = 1;
     for (uint32_t i = 0; i < g_.edges.size(); ++i) {
       Edge& e = g_.edges[i];
       int64_t gap = std::max<int64_t>(0, meas(e.dst) - meas(e.src));
-      e.lat_ns = binding[e.dst] == i ? gap : std::min(gap, inherent[static_cast<int>(e.kind)]);
+      e.lat_ns = binding[e.dst] == i || forced[i] ? gap : std::min(gap, inherent[static_cast<int>(e.kind)]);
     }
     if (std::count(drop.begin(), drop.end(), 1) > 0) {
       size_t w = 0;
@@ -689,6 +966,9 @@ class Builder {
   std::unordered_map<uint64_t, uint32_t> lane_map_;
   std::set<uint32_t> aligned_;
   int64_t improper_nesting_ = 0;
+  std::vector<CpuLaneNodes> cpu_lanes_;
+  std::vector<OuterWait> outer_waits_;
+  std::vector<uint32_t> forced_edges_;  // poll-wait edges: they keep their measured latency
 };
 
 }  // namespace

@@ -17,6 +17,7 @@ const char* to_string(NodeKind k) {
     case NodeKind::kMemcpy: return "memcpy";
     case NodeKind::kMemset: return "memset";
     case NodeKind::kCollective: return "collective";
+    case NodeKind::kCpuWait: return "cpu_wait";
   }
   return "?";
 }
@@ -34,13 +35,19 @@ const char* to_string(EdgeKind k) {
 }
 
 int64_t Graph::measured_begin_ns() const {
-  if (meas_start_ns.empty()) return 0;
-  return *std::min_element(meas_start_ns.begin(), meas_start_ns.end());
+  int64_t v = std::numeric_limits<int64_t>::max();
+  for (NodeId n = 0; n < meas_start_ns.size(); ++n) {
+    if (counts_for_span(n)) v = std::min(v, meas_start_ns[n]);
+  }
+  return v == std::numeric_limits<int64_t>::max() ? 0 : v;
 }
 
 int64_t Graph::measured_end_ns() const {
-  if (meas_end_ns.empty()) return 0;
-  return *std::max_element(meas_end_ns.begin(), meas_end_ns.end());
+  int64_t v = std::numeric_limits<int64_t>::min();
+  for (NodeId n = 0; n < meas_end_ns.size(); ++n) {
+    if (counts_for_span(n)) v = std::max(v, meas_end_ns[n]);
+  }
+  return v == std::numeric_limits<int64_t>::min() ? 0 : v;
 }
 
 }  // namespace emo::graph

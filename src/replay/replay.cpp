@@ -43,13 +43,15 @@ void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
       v = std::max(v, t[e.src] + e.lat_ns);
     }
     t[p] = v;
+    // A thread that only waits is replayed but neither starts nor ends the step.
+    if (!g_.counts_for_span(n)) continue;
     if (!graph::is_end(p)) begin = std::min(begin, v);
     if (graph::is_end(p) && v > end) {
       end = v;
       last = p;
     }
   }
-  if (points == 0) begin = end = 0;
+  if (points == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;
@@ -67,12 +69,15 @@ void Replayer::run_dynamic(const std::function<int64_t(NodeId, int64_t)>& dur_at
 void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
                      std::vector<int64_t>& slack_ns) const {
   const size_t points = g_.num_points();
-  // Latest time each point may occur without moving the step's end.
+  // Latest time each point may occur without moving the step's end. The points
+  // of a thread that only waits do not bound the step: nothing constrains them
+  // but the edges out of them.
+  constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max() / 4;
   std::vector<int64_t> late(points, tl.end_ns);
   const Edge* edges = g_.edges.data();
   for (auto it = g_.topo.rbegin(); it != g_.topo.rend(); ++it) {
     const PointId p = *it;
-    int64_t v = tl.end_ns;
+    int64_t v = g_.counts_for_span(graph::node_of(p)) ? tl.end_ns : kUnbounded;
     for (uint32_t k = g_.out_offsets[p]; k < g_.out_offsets[p + 1]; ++k) {
       const Edge& e = edges[g_.out_edges[k]];
       v = std::min(v, late[e.dst] - e.lat_ns);
@@ -99,6 +104,7 @@ const char* node_category(NodeKind k) {
     case NodeKind::kCpuGap:
     case NodeKind::kRuntime:
     case NodeKind::kSyncCall: return "cpu";
+    case NodeKind::kCpuWait: return "sync_wait";  // blocked, not working
   }
   return "cpu";
 }

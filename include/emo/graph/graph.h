@@ -36,12 +36,16 @@ enum class NodeKind : uint8_t {
   kCpuOp,       // self time of a cpu_op / user_annotation / python_function on a thread
   kCpuGap,      // time on a thread that no event explains (real CPU work, kept)
   kRuntime,     // a CUDA runtime/driver call that does not block (launch, record, ...)
-  kSyncCall,    // a runtime call that blocks on the GPU (synchronize, blocking memcpy, ...)
+  kSyncCall,    // a CPU node that blocks on the GPU: a synchronize call, a blocking memcpy, the
+                // last query of a host polling loop, a childless range the host spins in
+
   kKernel,      // GPU kernel (compute)
   kCommKernel,  // GPU collective kernel (NCCL), this rank's part
   kMemcpy,      // GPU memcpy
   kMemset,      // GPU memset
   kCollective,  // logical transfer of one collective matched across ranks
+  kCpuWait,     // self time of a blocked-wait frame (threading wait, queue get, sleep, ...) or
+                // of a frame inside one: the thread waits, it does no CPU work
 };
 const char* to_string(NodeKind k);
 inline bool is_gpu(NodeKind k) {
@@ -90,6 +94,22 @@ struct BuildStats {
   int64_t cross_stream_from_sync_events = 0;
   int64_t cross_stream_from_runtime_pairs = 0;
   int64_t cross_stream_inferred = 0;  // waits whose event record was missing from the trace
+  // Threads that only wait (they launch no GPU work and hold no ProfilerStep):
+  // replayed, but left out of the step's span and critical path.
+  int64_t waiting_threads = 0;
+  int64_t waiting_thread_nodes = 0;
+  int64_t waiting_thread_span_ns = 0;   // how much they stretched the measured span
+  std::string waiting_thread_example;   // the first: its thread and its longest event
+  // Blocked-wait frames on threads that do work: their self time is a wait (kCpuWait).
+  int64_t wait_frames = 0;
+  int64_t wait_frame_ns = 0;
+  std::string wait_frame_example;
+  // Host polling loops turned into GPU -> CPU waits: runs of event/stream queries,
+  // and childless annotated ranges ending just after a GPU op ends.
+  int64_t poll_query_loops = 0;
+  int64_t poll_ranges = 0;
+  int64_t poll_wait_ns = 0;             // measured time of those loops up to the op's end
+  std::string poll_example;
   std::vector<std::string> notes;
 };
 
@@ -103,6 +123,11 @@ struct Graph {
   std::vector<int64_t> dur_ns;     // base duration (the replay's default)
   std::vector<int64_t> meas_start_ns;  // measured, on the common (rank-aligned) timeline
   std::vector<int64_t> meas_end_ns;
+  // 1 for the nodes of a thread that only waits (BuildStats::waiting_threads):
+  // replayed like any node, but they neither start nor end the step, so they
+  // are never on its critical path and never bound another node's slack.
+  std::vector<uint8_t> on_waiting_thread;
+  bool counts_for_span(NodeId n) const { return n >= on_waiting_thread.size() || on_waiting_thread[n] == 0; }
 
   // ---- edges, and in-edges of each point in CSR form ----
   std::vector<Edge> edges;
@@ -129,6 +154,8 @@ struct Graph {
   int rank_id(RankIndex r) const { return r.index() < rank_ids.size() ? rank_ids[r.index()] : int(r.value()); }
   size_t num_nodes() const { return kind.size(); }
   size_t num_points() const { return 2 * kind.size(); }
+  // The measured step: the hull of the nodes that count for the span (all but
+  // those of threads that only wait).
   int64_t measured_begin_ns() const;
   int64_t measured_end_ns() const;
 };

@@ -55,7 +55,8 @@ class Replayer {
   // Replays with durations that depend on when a node starts (a GPU whose clock changes over time):
   // `dur_at(node, start_ns)` is called once per node, in topological order of its start.
   void run_dynamic(const std::function<int64_t(graph::NodeId, int64_t)>& dur_at, Timeline& out) const;
-  // Slack of every node: how much longer it may run before the makespan grows.
+  // Slack of every node: how much longer it may run before the makespan grows
+  // (for the nodes of a thread that only waits, a huge number: they do not bound it).
   void slack(const std::vector<int64_t>& dur_ns, const Timeline& tl, std::vector<int64_t>& slack_ns) const;
   CriticalPath critical_path(const std::vector<int64_t>& dur_ns, const Timeline& tl) const;
 
