@@ -38,7 +38,7 @@ enum class NodeKind : uint8_t {
   kRuntime,     // a CUDA runtime/driver call that does not block (launch, record, ...)
   kSyncCall,    // a runtime call that blocks on the GPU (synchronize, blocking memcpy, ...)
   kKernel,      // GPU kernel (compute)
-  kCommKernel,  // GPU collective kernel (NCCL), this rank's part
+  kCommKernel,  // GPU communication kernel (emo/base/comm_kernels.h), this rank's part
   kMemcpy,      // GPU memcpy
   kMemset,      // GPU memset
   kCollective,  // logical transfer of one collective matched across ranks
