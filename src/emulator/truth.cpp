@@ -5,6 +5,8 @@
 // tests/unit/emulator_test.cpp fits these curves to the V100 sweeps and the Perseus A100 stages.
 #include "truth.h"
 
+#include "emo/base/comm_kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -31,7 +33,7 @@ bool has(std::string_view s, std::string_view needle) { return s.find(needle) !=
 KernelClass classify_kernel(std::string_view raw) {
   std::string s(raw);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (has(s, "nccl") || has(s, "sendrecv") || has(s, "allreduce") || has(s, "all_gather")) return KernelClass::kCommunication;
+  if (is_communication_kernel(raw)) return KernelClass::kCommunication;  // the shared classifier
   if (has(s, "memcpy") || has(s, "memset") || has(s, "copy_kernel")) return KernelClass::kCopy;
   if (has(s, "flash") || has(s, "fmha") || has(s, "attention") || has(s, "attn") || has(s, "sdpa"))
     return KernelClass::kAttention;

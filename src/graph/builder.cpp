@@ -30,6 +30,7 @@
 #include "emo/base/stats.h"
 #include "emo/graph/graph.h"
 #include "emo/graph/waits.h"
+#include "emo/trace/runtime_calls.h"
 
 namespace emo::graph {
 namespace {
@@ -394,10 +395,10 @@ class Builder {
         }
         st.last_launch_corr = e.correlation;
         st.last_stream = stream;
-      } else if (name.find("EventRecord") != std::string_view::npos) {
+      } else if (trace::classify_runtime_call(name) == trace::RuntimeCall::kEventRecord) {
         st.record_corr = e.correlation;
         st.record_stream = st.last_stream;
-      } else if (name.find("StreamWaitEvent") != std::string_view::npos) {
+      } else if (trace::classify_runtime_call(name) == trace::RuntimeCall::kStreamWaitEvent) {
         if (waits_done.count(e.correlation)) continue;
         st.pending_wait_corr = e.correlation;
         st.pending_src_corr = st.record_corr;
@@ -437,7 +438,7 @@ class Builder {
       const Event& call = t.events[g_.event[rt]];
       const int64_t corr = call.correlation;
       if (corr == trace::kNone) continue;
-      std::string_view name = t.strings.view(call.name);
+      const trace::RuntimeCall call_kind = trace::classify_runtime_call(t.strings.view(call.name));
       srcs.clear();
       const int32_t dev = device_of_rank(r);
       auto all_streams = [&](bool only_latest) {
@@ -474,13 +475,12 @@ class Builder {
             break;
           default: break;
         }
-      } else if (name == "cudaDeviceSynchronize" || name == "cuCtxSynchronize") {
+      } else if (call_kind == trace::RuntimeCall::kDeviceSync) {
         all_streams(false);
-      } else if (name.find("StreamSynchronize") != std::string_view::npos ||
-                 name.find("EventSynchronize") != std::string_view::npos) {
+      } else if (call_kind == trace::RuntimeCall::kStreamSync || call_kind == trace::RuntimeCall::kEventSync) {
         all_streams(true);
       }
-      if (name.find("Memcpy") != std::string_view::npos) {
+      if (call_kind == trace::RuntimeCall::kMemcpy || call_kind == trace::RuntimeCall::kMemcpyAsync) {
         // A copy call that returned after its copy finished waited for it.
         auto [gb, ge] = idx_[r].gpu_ops_of(corr);
         {
@@ -747,6 +747,10 @@ class Builder {
         if (g_.rank[n] != r || g_.kind[n] != NodeKind::kCommKernel) continue;
         const Event& e = t.events[g_.event[n]];
         const trace::CollectiveArgs& ca = t.collectives[e.collective];
+        if (!ca.matchable) {  // no metadata says which peer kernels it goes with: kept whole
+          ++g_.stats.collectives_unmatched;
+          continue;
+        }
         std::string pg(t.strings.view(ca.process_group));
         std::string coll(t.strings.view(ca.collective));
         if (ca.seq != trace::kNone) {

@@ -1,6 +1,8 @@
 // The kernel-name classifier (see emo/model/kernel_names.h).
 #include "emo/model/kernel_names.h"
 
+#include "emo/base/comm_kernels.h"
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
@@ -14,15 +16,16 @@ bool has_any(const std::string& s, std::initializer_list<const char*> keys) {
   return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.find(k) != std::string::npos; });
 }
 
-KernelRole role_of(const std::string& s) {
-  if (has_any(s, {"nccl"})) return KernelRole::kCommunication;
+// `comm`: emo::is_communication_kernel of the original name (emo/base/comm_kernels.h).
+KernelRole role_of(const std::string& s, bool comm) {
+  if (comm) return KernelRole::kCommunication;
   if (has_any(s, {"gemm", "xmma", "cutlass", "matmul", "flash", "fmha", "attention", "conv", "wgmma", "sm80_", "sm90_"}))
     return KernelRole::kCompute;
   return KernelRole::kMemory;
 }
 
-Phase phase_of(const std::string& s) {
-  if (has_any(s, {"nccl"})) return Phase::kCommunication;
+Phase phase_of(const std::string& s, bool comm) {
+  if (comm) return Phase::kCommunication;
   if (has_any(s, {"adam", "sgd", "optim", "multi_tensor", "foreach"})) return Phase::kOptimizer;
   if (has_any(s, {"backward", "bwd", "grad", "dgrad", "wgrad"})) return Phase::kBackward;
   return Phase::kForward;
@@ -52,7 +55,8 @@ const char* to_string(Phase p) {
 KernelNameClass classify_kernel_name(std::string_view name) {
   std::string s(name);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return {role_of(s), phase_of(s)};
+  const bool comm = is_communication_kernel(name);
+  return {role_of(s, comm), phase_of(s, comm)};
 }
 
 }  // namespace emo::model

@@ -61,11 +61,13 @@ SyncKind classify_sync(std::string_view s);  // "Event Sync" -> kEventSync, ...
 // "ncclKernel_AllReduce_RING_LL_Sum_float(...)" -> "allreduce"; "" when the name
 // names no known collective (e.g. ncclDevKernel_Generic).
 std::string_view collective_from_kernel_name(std::string_view name, std::string* storage);
+// NCCL-structured kernel names: "nccl*" and RCCL's "rccl*" (emo::has_nccl_name).
 bool starts_with_nccl(std::string_view name);
 // "ProfilerStep#12" -> 12; -1 when the name is not a ProfilerStep.
 int64_t profiler_step_number(std::string_view name);
 // Runtime/driver calls that put work on a GPU stream (cudaLaunchKernel,
-// cuLaunchKernelEx, cudaGraphLaunch, cudaMemcpyAsync, cudaMemsetAsync, ...).
+// cuLaunchKernelEx, cudaGraphLaunch, cudaMemcpyAsync, cudaMemsetAsync, their
+// HIP spellings, ...): launches_gpu_work(classify_runtime_call(name)).
 bool is_launch_like(std::string_view name);
 bool iequals(std::string_view a, std::string_view b);
 bool istarts_with(std::string_view s, std::string_view prefix);

@@ -1,11 +1,14 @@
 // What the strings of a Kineto trace mean: event categories in both spellings
-// (modern "kernel" / 2021-era "Kernel"), cuda_sync kinds, NCCL kernel names and
-// ProfilerStep#N annotations. All comparisons ignore ASCII case where doing so
+// (modern "kernel" / 2021-era "Kernel"), cuda_sync kinds, NCCL kernel names,
+// ProfilerStep#N annotations and what CUDA / HIP runtime calls mean. All comparisons ignore ASCII case where doing so
 // cannot confuse two different things.
+#include <algorithm>
 #include <array>
 #include <string>
 
 #include "detail.h"
+#include "emo/base/comm_kernels.h"
+#include "emo/trace/runtime_calls.h"
 
 namespace emo::trace {
 
@@ -133,7 +136,7 @@ SyncKind classify_sync(std::string_view s) {
   return SyncKind::kOther;
 }
 
-bool starts_with_nccl(std::string_view name) { return istarts_with(name, "nccl"); }
+bool starts_with_nccl(std::string_view name) { return has_nccl_name(name); }
 
 std::string_view collective_from_kernel_name(std::string_view name, std::string* storage) {
   // Names seen: "ncclKernel_AllReduce_RING_LL_Sum_float(...)" (NCCL 2.x),
@@ -144,7 +147,7 @@ std::string_view collective_from_kernel_name(std::string_view name, std::string*
       "ReduceScatter", "AllReduce", "AllGather", "AllToAll", "Broadcast",
       "SendRecv",      "Reduce",    "Send",      "Recv",     "Gather"};
   if (!starts_with_nccl(name)) return {};
-  std::string_view rest = name.substr(4);
+  std::string_view rest = name.substr(4);  // "nccl" or RCCL's "rccl"
   for (std::string_view prefix : {std::string_view("DevKernel_"), std::string_view("Kernel_")}) {
     if (istarts_with(rest, prefix)) {
       rest.remove_prefix(prefix.size());
@@ -174,20 +177,60 @@ int64_t profiler_step_number(std::string_view name) {
   return n;
 }
 
-bool is_launch_like(std::string_view name) {
-  // cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex), cudaGraphLaunch,
-  // hipLaunchKernel, cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemsetAsync, ...
-  // but not cudaLaunchHostFunc, which starts no GPU operation.
-  auto contains = [&](std::string_view word) {
-    if (name.size() < word.size()) return false;
-    for (size_t i = 0; i + word.size() <= name.size(); ++i) {
-      if (iequals(name.substr(i, word.size()), word)) return true;
-    }
-    return false;
-  };
-  if (contains("HostFunc")) return false;
-  return contains("Launch") || contains("Memcpy") || contains("Memset");
-}
+bool is_launch_like(std::string_view name) { return launches_gpu_work(classify_runtime_call(name)); }
 
 }  // namespace detail
+
+const char* to_string(RuntimeCall c) {
+  switch (c) {
+    case RuntimeCall::kOther: return "other";
+    case RuntimeCall::kLaunchKernel: return "launch_kernel";
+    case RuntimeCall::kGraphLaunch: return "graph_launch";
+    case RuntimeCall::kMemcpyAsync: return "memcpy_async";
+    case RuntimeCall::kMemcpy: return "memcpy";
+    case RuntimeCall::kMemset: return "memset";
+    case RuntimeCall::kDeviceSync: return "device_sync";
+    case RuntimeCall::kStreamSync: return "stream_sync";
+    case RuntimeCall::kEventSync: return "event_sync";
+    case RuntimeCall::kQuery: return "query";
+    case RuntimeCall::kEventRecord: return "event_record";
+    case RuntimeCall::kStreamWaitEvent: return "stream_wait_event";
+    case RuntimeCall::kHostFunc: return "host_func";
+  }
+  return "other";
+}
+
+RuntimeCall classify_runtime_call(std::string_view name) {
+  using detail::istarts_with;
+  using detail::lower;
+  // The verb after the API prefix: cudaStreamSynchronize, cuStreamSynchronize, hipStreamSynchronize.
+  std::string_view verb = name;
+  for (std::string_view prefix : {std::string_view("cuda"), std::string_view("hip"), std::string_view("cu")}) {
+    if (istarts_with(verb, prefix)) {
+      verb.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  // Lower-cased once (calls run into the hundreds of thousands per trace); longer names keep their
+  // first 96 characters, which hold every verb.
+  char buf[96];
+  const size_t n = std::min(verb.size(), sizeof buf);
+  for (size_t i = 0; i < n; ++i) buf[i] = lower(verb[i]);
+  const std::string_view lc(buf, n);
+  auto has = [&](std::string_view word) { return lc.find(word) != std::string_view::npos; };
+  // Order matters: cudaLaunchHostFunc and cudaGraphLaunch also contain "Launch".
+  if (has("hostfunc")) return RuntimeCall::kHostFunc;
+  if (has("graphlaunch")) return RuntimeCall::kGraphLaunch;
+  if (has("launch")) return RuntimeCall::kLaunchKernel;  // LaunchKernel(ExC), ModuleLaunchKernel, ExtLaunchKernel, ...
+  if (has("memcpy")) return has("async") ? RuntimeCall::kMemcpyAsync : RuntimeCall::kMemcpy;
+  if (has("memset")) return RuntimeCall::kMemset;
+  if (has("devicesynchronize") || has("ctxsynchronize") || has("threadsynchronize")) return RuntimeCall::kDeviceSync;
+  if (has("streamsynchronize")) return RuntimeCall::kStreamSync;
+  if (has("eventsynchronize")) return RuntimeCall::kEventSync;
+  if (has("eventquery") || has("streamquery")) return RuntimeCall::kQuery;
+  if (has("eventrecord")) return RuntimeCall::kEventRecord;
+  if (has("streamwaitevent")) return RuntimeCall::kStreamWaitEvent;
+  return RuntimeCall::kOther;
+}
+
 }  // namespace emo::trace

@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "detail.h"
+#include "emo/base/comm_kernels.h"
 #include "emo/trace/trace.h"
 
 #if EMO_TRACE_MAP_BUFFERS
@@ -1039,6 +1040,13 @@ uint32_t Importer::add_collective(const RawEvent& r) {
   c.in_nelems = r.in_nelems;
   c.out_nelems = r.out_nelems;
   if (!r.dtype.empty()) c.dtype = t_.strings.intern(r.dtype);
+  // Group/sequence metadata, or an NCCL-structured name, says which kernels of the ranks belong
+  // together; any other communication kernel stays whole (docs/replay.md "Communication beyond NCCL").
+  c.matchable = r.nccl || detail::starts_with_nccl(r.name);
+  if (!c.matchable) {
+    t_.stats.add("communication kernels without collective metadata (kept whole, not matched across ranks)",
+                 r.name.substr(0, 200), false);
+  }
   t_.collectives.push_back(c);
   return static_cast<uint32_t>(t_.collectives.size() - 1);
 }
@@ -1136,7 +1144,7 @@ void Importer::handle(const RawEvent& r, const char* start, const char* end) {
       e.wait_on_event_record_corr = r.wait_corr < 0 ? kNone : r.wait_corr;
     }
     e.lane = lane_for(LaneKey{true, e.device, e.stream}, r);
-    if (e.kind == EventKind::kKernel && (r.nccl || detail::starts_with_nccl(r.name))) {
+    if (e.kind == EventKind::kKernel && (r.nccl || is_communication_kernel(r.name))) {
       e.collective = add_collective(r);
     }
   } else {

@@ -40,7 +40,7 @@ enum class NodeKind : uint8_t {
                 // last query of a host polling loop, a childless range the host spins in
 
   kKernel,      // GPU kernel (compute)
-  kCommKernel,  // GPU collective kernel (NCCL), this rank's part
+  kCommKernel,  // GPU communication kernel (emo/base/comm_kernels.h), this rank's part
   kMemcpy,      // GPU memcpy
   kMemset,      // GPU memset
   kCollective,  // logical transfer of one collective matched across ranks

@@ -66,6 +66,10 @@ struct CollectiveArgs {
   int64_t in_nelems = kNone;      // "In msg nelems"
   int64_t out_nelems = kNone;     // "Out msg nelems"
   StrId dtype = kEmptyStr;        // "dtype"
+  // False for a communication kernel of another library than NCCL/RCCL (DeepEP, NVSHMEM, c10d, ...)
+  // whose event carries no collective metadata: nothing says which peer kernels are the same
+  // collective, so it is kept whole (never matched across ranks).
+  bool matchable = true;
 };
 
 // One complete ('X') event.
@@ -82,7 +86,7 @@ struct Event {
   int32_t stream = -1;              // GPU events: args.stream
   int32_t wait_on_stream = -1;      // cuda_sync: args.wait_on_stream
   int64_t wait_on_event_record_corr = kNone;  // cuda_sync: args.wait_on_cuda_event_record_corr_id
-  uint32_t collective = kNoIndex;   // index into RankTrace::collectives (NCCL kernels)
+  uint32_t collective = kNoIndex;   // index into RankTrace::collectives (communication kernels)
 };
 
 // One counted kind of malformed or skipped event, with the first example.
