@@ -1,0 +1,1098 @@
+// The independent executor: each rank's step run as a program in a
+// discrete-event simulation. CPU threads are processes ordered by a time-ordered
+// event queue; each runs its runtime calls in recorded order with the CPU time
+// between them kept as work. Launches put GPU ops into their stream's queue
+// (in the order the stream ran them), and an op starts once it was launched,
+// the op before it on the stream ended, the ops its stream waits for (events)
+// ended and, for a collective, every participant arrived. Blocking calls end
+// after the GPU work they wait on. Which op a sync or an event captures is
+// decided when the call executes (the ops launched by then), not from the
+// trace's dependency structure. See docs/replay.md, "An independent executor".
+#include "emo/executor/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+namespace emo::executor {
+namespace {
+
+using trace::Event;
+using trace::EventKind;
+using trace::RankTrace;
+using trace::SyncKind;
+
+constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+constexpr int64_t kTolNs = 2000;  // CPU/GPU clock noise in one trace
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool icontains(std::string_view s, std::string_view word) {
+  if (word.empty()) return true;
+  if (s.size() < word.size()) return false;
+  for (size_t i = 0; i + word.size() <= s.size(); ++i) {
+    size_t k = 0;
+    while (k < word.size() && lower(s[i + k]) == word[k]) ++k;
+    if (k == word.size()) return true;
+  }
+  return false;
+}
+
+bool istarts(std::string_view s, std::string_view word) {
+  if (s.size() < word.size()) return false;
+  for (size_t k = 0; k < word.size(); ++k) {
+    if (lower(s[k]) != word[k]) return false;
+  }
+  return true;
+}
+
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+int64_t scaled(int64_t ns, double f) {
+  if (f == 1.0) return ns;
+  return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
+}
+
+enum class CallKind : uint8_t { kPlain, kDeviceSync, kStreamSync, kEventSync, kEventRecord, kStreamWait };
+
+struct Op {
+  uint32_t rank = 0;
+  uint32_t event = 0;
+  int stream = -1;     // index into streams
+  uint32_t pos = 0;    // position in its stream
+  int64_t ms = 0, me = 0;  // measured start / end, job clock
+  int64_t dur = 0;         // executed duration (scaled)
+  double factor = 1.0;
+  int call = -1;           // launching call
+  int64_t launch_ms = kUnset;  // measured start of the launching call
+  bool fixed = false;      // starts no earlier than its measured start, tied to no call
+  bool after_wait = false;  // the first op its thread launched after a stream wait
+  bool launched = false;
+  int64_t launch_t = 0;    // executed start of the launching call
+  int coll = -1;           // matched collective group
+  int64_t transfer = 0;    // matched collective: executed transfer time
+  std::vector<int> waits;       // ops of other streams this op waits for (events)
+  std::vector<int> dependents;  // ops waiting for this one through events
+  std::vector<int> waiters;     // threads blocked on this op
+  int64_t start = kUnset, end = kUnset;
+};
+
+struct Stream {
+  uint32_t rank = 0;
+  int32_t device = -1, stream = -1;
+  std::vector<int> ops;               // in the order the stream ran them
+  std::vector<int64_t> launch_sufmin;  // suffix minimum of the ops' measured launch times
+  int last_launched = -1;             // executed: highest position launched so far
+  std::vector<int> pending_waits;     // event waits for the next op launched on this stream
+  // Measured: last position whose launch started at or before t; -1 if none.
+  int last_launched_before(int64_t t) const {
+    auto it = std::upper_bound(launch_sufmin.begin(), launch_sufmin.end(), t);
+    return static_cast<int>(it - launch_sufmin.begin()) - 1;
+  }
+};
+
+struct Call {
+  uint32_t rank = 0;
+  int thread = -1;
+  std::string_view name;
+  int64_t ms = 0, me = 0;
+  std::vector<int64_t> corrs;  // its own correlation and those of calls nested in it
+  std::vector<int> ops;        // GPU ops it launched
+  CallKind kind = CallKind::kPlain;
+  int sync_stream = -1;        // stream sync / event sync fallback: the stream waited on
+  int64_t record_corr = trace::kNone;  // event sync / stream wait from a cuda_sync record
+  int record_stream = -1;      // the recording stream (cuda_sync record)
+  int wait_stream = -1;        // stream wait: the waiting stream (cuda_sync record)
+  int static_src = -1;         // stream wait: source op when no record explains it
+  bool memcpy_blocking = false;  // waited for its own copies in the trace
+};
+
+struct Thread {
+  uint32_t rank = 0;
+  std::vector<int> calls;
+  std::vector<int64_t> pre;  // CPU work before each call
+  int64_t begin = 0, end_meas = 0, tail = 0;
+  // executed state
+  size_t next = 0;
+  int64_t end = kUnset;
+  int last_launch_stream = -1;
+  bool has_record = false;
+  int last_record_op = -1;
+  std::vector<int> pending_waits;  // event waits for the thread's next launched op
+  int blocked_call = -1;
+  int64_t blocked_at = 0;
+  std::vector<int> blocked_on;
+};
+
+struct Group {
+  std::vector<int> members;
+  int arrived = 0;
+  int64_t last_arrival = kUnset;
+};
+
+struct RankInfo {
+  int64_t base = 0;  // local trace time + base = job clock
+  int64_t tau_launch = 0, tau_gap = 0, tau_wake = 0;
+  std::unordered_map<int64_t, std::vector<int>> ops_by_corr;
+  std::unordered_map<int64_t, int> captured;        // cudaEventRecord correlation -> captured op (-1: none)
+  std::unordered_map<int64_t, int> record_stream_of;  // record correlation -> recording stream (cuda_sync)
+};
+
+class Executor {
+ public:
+  Executor(const std::vector<RankTrace>& ranks, const Scenario& s) : ranks_(ranks), sc_(s) {}
+
+  Result<Execution> run() {
+    if (ranks_.empty()) return make_error("", "no trace given");
+    info_.resize(ranks_.size());
+    collect_ops();
+    align_clocks();
+    collect_threads();
+    classify_calls();
+    for (uint32_t r = 0; r < ranks_.size(); ++r) typical_latencies(r);
+    match_collectives();
+    apply_durations();
+    if (threads_.empty() && ops_.empty()) {
+      return make_error(ranks_[0].path, "the step has no CPU or GPU events to execute",
+                        "check the step, or that the trace was recorded with CUDA activities on");
+    }
+    EMO_RETURN_IF_ERROR(simulate());
+    return report();
+  }
+
+ private:
+  // ---------- the program, from the trace ----------
+  void collect_ops() {
+    std::map<std::tuple<uint32_t, int32_t, int32_t>, int> stream_of;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      for (uint32_t i = 0; i < t.events.size(); ++i) {
+        const Event& e = t.events[i];
+        if (!trace::is_gpu_op(e.kind) || e.lane >= t.lanes.size()) continue;
+        const trace::Lane& ln = t.lanes[e.lane];
+        int32_t dev = e.device >= 0 ? e.device : ln.device;
+        int32_t st = e.stream >= 0 ? e.stream : (ln.stream >= 0 ? ln.stream : static_cast<int32_t>(ln.tid));
+        auto key = std::make_tuple(r, dev, st);
+        auto it = stream_of.find(key);
+        if (it == stream_of.end()) {
+          it = stream_of.emplace(key, static_cast<int>(streams_.size())).first;
+          Stream s;
+          s.rank = r;
+          s.device = dev;
+          s.stream = st;
+          streams_.push_back(s);
+        }
+        Op op;
+        op.rank = r;
+        op.event = i;
+        op.stream = it->second;
+        op.ms = e.ts_ns;
+        op.me = e.ts_ns + e.dur_ns;
+        auto id = static_cast<int>(ops_.size());
+        ops_.push_back(op);
+        if (e.correlation != trace::kNone) info_[r].ops_by_corr[e.correlation].push_back(id);
+      }
+    }
+    // Stream order: as the stream ran them (measured start, then event order).
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) streams_[static_cast<size_t>(ops_[static_cast<size_t>(i)].stream)].ops.push_back(i);
+    for (auto& s : streams_) {
+      std::stable_sort(s.ops.begin(), s.ops.end(), [&](int a, int b) { return op(a).ms < op(b).ms; });
+      for (size_t p = 0; p < s.ops.size(); ++p) op(s.ops[p]).pos = static_cast<uint32_t>(p);
+    }
+  }
+
+  Op& op(int i) { return ops_[static_cast<size_t>(i)]; }
+  const Op& op(int i) const { return ops_[static_cast<size_t>(i)]; }
+  Stream& stream(int i) { return streams_[static_cast<size_t>(i)]; }
+  Call& call(int i) { return calls_[static_cast<size_t>(i)]; }
+  Thread& thread(int i) { return threads_[static_cast<size_t>(i)]; }
+
+  bool is_collective_op(const Op& o) const {
+    const Event& e = ranks_[o.rank].events[o.event];
+    return e.kind == EventKind::kKernel && e.collective != trace::kNoIndex;
+  }
+
+  // Collective kernels of a rank by their matching key: (process group, Seq),
+  // else (process group, collective, k-th occurrence on the rank).
+  std::map<std::string, std::vector<int>> collective_keys() const {
+    std::map<std::string, std::vector<int>> groups;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      std::map<std::string, int64_t> occurrence;
+      std::vector<int> mine;
+      for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+        if (op(i).rank == r && is_collective_op(op(i))) mine.push_back(i);
+      }
+      std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) { return op(a).ms < op(b).ms; });
+      for (int i : mine) {
+        const Event& e = t.events[op(i).event];
+        if (e.collective >= t.collectives.size()) continue;
+        const trace::CollectiveArgs& ca = t.collectives[e.collective];
+        std::string pg(t.strings.view(ca.process_group));
+        std::string key;
+        if (ca.seq != trace::kNone) {
+          key = pg + '\x1f' + "seq" + '\x1f' + std::to_string(ca.seq);
+        } else {
+          std::string coll(t.strings.view(ca.collective));
+          key = pg + '\x1f' + coll + '\x1f' + std::to_string(occurrence[pg + '\x1f' + coll]++);
+        }
+        groups[key].push_back(i);
+      }
+    }
+    return groups;
+  }
+
+  // One clock for all ranks: shared origin, then each rank shifted so that its
+  // collectives end with rank 0's (median difference); a rank sharing none with
+  // rank 0 starts with it.
+  void align_clocks() {
+    int64_t min_origin = std::numeric_limits<int64_t>::max();
+    for (const auto& t : ranks_) min_origin = std::min(min_origin, t.origin_ns);
+    for (uint32_t r = 0; r < ranks_.size(); ++r) info_[r].base = ranks_[r].origin_ns - min_origin;
+    if (ranks_.size() > 1) {
+      std::vector<std::vector<int64_t>> diffs(ranks_.size());
+      for (const auto& [key, members] : collective_keys()) {
+        int ref = -1;
+        for (int m : members) {
+          if (op(m).rank == 0 && ref < 0) ref = m;
+        }
+        if (ref < 0) continue;
+        std::vector<bool> seen(ranks_.size(), false);
+        for (int m : members) {
+          uint32_t r = op(m).rank;
+          if (r == 0 || seen[r]) continue;
+          seen[r] = true;
+          diffs[r].push_back((op(m).me + info_[r].base) - (op(ref).me + info_[0].base));
+        }
+      }
+      std::vector<int64_t> first(ranks_.size(), std::numeric_limits<int64_t>::max());
+      for (uint32_t r = 0; r < ranks_.size(); ++r) {
+        for (const Event& e : ranks_[r].events) {
+          if (counts_for_span(r, e)) first[r] = std::min(first[r], e.ts_ns + info_[r].base);
+        }
+      }
+      for (uint32_t r = 1; r < ranks_.size(); ++r) {
+        if (!diffs[r].empty()) {
+          info_[r].base -= median_of(diffs[r]);
+        } else if (first[r] != std::numeric_limits<int64_t>::max() &&
+                   first[0] != std::numeric_limits<int64_t>::max()) {
+          info_[r].base -= first[r] - first[0];
+        }
+      }
+    }
+    for (Op& o : ops_) {
+      o.ms += info_[o.rank].base;
+      o.me += info_[o.rank].base;
+    }
+  }
+
+  bool counts_for_span(uint32_t r, const Event& e) const {
+    const RankTrace& t = ranks_[r];
+    if (e.lane >= t.lanes.size()) return false;
+    if (trace::is_gpu_op(e.kind)) return true;
+    return trace::is_cpu_side(e.kind) && !t.lanes[e.lane].gpu;
+  }
+
+  // Each CPU thread: its runtime/driver calls in recorded order (a call nested
+  // in another folds into it), the CPU work before each, and the tail after the last.
+  void collect_threads() {
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      const int64_t base = info_[r].base;
+      std::vector<std::vector<uint32_t>> by_lane(t.lanes.size());
+      for (uint32_t i = 0; i < t.events.size(); ++i) {
+        const Event& e = t.events[i];
+        if (e.lane < t.lanes.size() && trace::is_cpu_side(e.kind) && !t.lanes[e.lane].gpu) by_lane[e.lane].push_back(i);
+      }
+      for (auto& evs : by_lane) {
+        if (evs.empty()) continue;
+        Thread th;
+        th.rank = r;
+        th.begin = std::numeric_limits<int64_t>::max();
+        th.end_meas = std::numeric_limits<int64_t>::min();
+        const int tid = static_cast<int>(threads_.size());
+        int cur = -1;
+        for (uint32_t i : evs) {
+          const Event& e = t.events[i];
+          const int64_t s = e.ts_ns + base, end = e.ts_ns + e.dur_ns + base;
+          th.begin = std::min(th.begin, s);
+          th.end_meas = std::max(th.end_meas, end);
+          if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
+          ++stats_.runtime_calls;
+          if (cur >= 0 && s < call(cur).me) {  // inside (or overlapping) the call before: part of it
+            call(cur).me = std::max(call(cur).me, end);
+            if (e.correlation != trace::kNone) call(cur).corrs.push_back(e.correlation);
+            continue;
+          }
+          Call c;
+          c.rank = r;
+          c.thread = tid;
+          c.name = t.strings.view(e.name);
+          c.ms = s;
+          c.me = end;
+          if (e.correlation != trace::kNone) c.corrs.push_back(e.correlation);
+          cur = static_cast<int>(calls_.size());
+          calls_.push_back(std::move(c));
+          th.calls.push_back(cur);
+        }
+        int64_t prev_end = th.begin;
+        for (int ci : th.calls) {
+          th.pre.push_back(std::max<int64_t>(0, call(ci).ms - prev_end));
+          prev_end = std::max(prev_end, call(ci).me);
+        }
+        th.tail = std::max<int64_t>(0, th.end_meas - prev_end);
+        threads_.push_back(std::move(th));
+      }
+    }
+    stats_.threads = static_cast<int64_t>(threads_.size());
+    // Launches: every op whose correlation names a call of its rank.
+    std::vector<std::unordered_map<int64_t, int>> call_by_corr(ranks_.size());
+    for (int ci = 0; ci < static_cast<int>(calls_.size()); ++ci) {
+      for (int64_t c : call(ci).corrs) call_by_corr[call(ci).rank].emplace(c, ci);
+    }
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      Op& o = op(i);
+      const Event& e = ranks_[o.rank].events[o.event];
+      auto it = e.correlation == trace::kNone ? call_by_corr[o.rank].end() : call_by_corr[o.rank].find(e.correlation);
+      if (it == call_by_corr[o.rank].end()) {
+        o.fixed = true;
+        ++stats_.gpu_ops_without_launch;
+        continue;
+      }
+      o.call = it->second;
+      o.launch_ms = call(it->second).ms;
+      call(it->second).ops.push_back(i);
+      if (o.ms < o.launch_ms - kTolNs) {  // the trace contradicts the launch
+        o.fixed = true;
+        ++stats_.launch_contradicted;
+      }
+    }
+    for (auto& s : streams_) {
+      s.launch_sufmin.resize(s.ops.size());
+      int64_t m = std::numeric_limits<int64_t>::max();
+      for (size_t p = s.ops.size(); p-- > 0;) {
+        const Op& o = op(s.ops[p]);
+        m = std::min(m, o.launch_ms != kUnset ? o.launch_ms : o.ms);
+        s.launch_sufmin[p] = m;
+      }
+    }
+  }
+
+  // The latencies a launch, a queue and a wake-up inherently have on this rank:
+  // medians over the ops (calls) where the trace shows them alone.
+  void typical_latencies(uint32_t r) {
+    std::vector<int64_t> lat, gap, wake;
+    for (const Stream& s : streams_) {
+      if (s.rank != r) continue;
+      for (size_t p = 0; p < s.ops.size(); ++p) {
+        const Op& o = op(s.ops[p]);
+        if (o.fixed || o.call < 0 || o.after_wait) continue;
+        if (p == 0 || op(s.ops[p - 1]).me <= o.launch_ms) lat.push_back(std::max<int64_t>(0, o.ms - o.launch_ms));
+      }
+    }
+    info_[r].tau_launch = median_of(lat);
+    for (const Stream& s : streams_) {
+      if (s.rank != r) continue;
+      for (size_t p = 1; p < s.ops.size(); ++p) {
+        const Op& o = op(s.ops[p]);
+        const Op& prev = op(s.ops[p - 1]);
+        if (o.fixed || o.call < 0) continue;
+        if (prev.me > o.launch_ms + info_[r].tau_launch) gap.push_back(std::max<int64_t>(0, o.ms - prev.me));
+      }
+    }
+    info_[r].tau_gap = median_of(gap);
+    for (const Call& c : calls_) {
+      if (c.rank != r) continue;
+      bool sync_like = icontains(c.name, "synchronize") || icontains(c.name, "memcpy");
+      if (!sync_like) continue;
+      int64_t waited = kUnset;
+      for (size_t si = 0; si < streams_.size(); ++si) {
+        const Stream& s = streams_[si];
+        if (s.rank != r) continue;
+        int p = s.last_launched_before(c.ms);
+        if (p < 0) continue;
+        int64_t e = op(s.ops[static_cast<size_t>(p)]).me;
+        if (e > c.ms && e <= c.me + kTolNs) waited = std::max(waited, e);
+      }
+      if (waited != kUnset) wake.push_back(std::max<int64_t>(0, c.me - waited));
+    }
+    info_[r].tau_wake = median_of(wake);
+    stats_.launch_latency_ns.push_back(info_[r].tau_launch);
+    stats_.queue_gap_ns.push_back(info_[r].tau_gap);
+    stats_.wake_ns.push_back(info_[r].tau_wake);
+  }
+
+  int stream_index(uint32_t r, int32_t device, int32_t st) const {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      const Stream& s = streams_[i];
+      if (s.rank == r && s.stream == st && (device < 0 || s.device == device)) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  // The stream a sync without a record waited on: the one whose last op launched
+  // before the call ended latest while the call was blocked; else the stream of
+  // the thread's latest launch.
+  int guess_sync_stream(const Call& c, int last_launch_stream) const {
+    int best = -1;
+    int64_t best_end = kUnset;
+    for (size_t si = 0; si < streams_.size(); ++si) {
+      const Stream& s = streams_[si];
+      if (s.rank != c.rank) continue;
+      int p = s.last_launched_before(c.ms);
+      if (p < 0) continue;
+      int64_t e = op(s.ops[static_cast<size_t>(p)]).me;
+      if (e > c.ms && e <= c.me + kTolNs && e > best_end) {
+        best_end = e;
+        best = static_cast<int>(si);
+      }
+    }
+    return best >= 0 ? best : last_launch_stream;
+  }
+
+  void classify_calls() {
+    // cuda_sync records by the correlation of their call.
+    std::vector<std::unordered_map<int64_t, uint32_t>> sync_of(ranks_.size());
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      for (uint32_t i = 0; i < t.events.size(); ++i) {
+        const Event& e = t.events[i];
+        if (e.kind != EventKind::kCudaSync || e.correlation == trace::kNone) continue;
+        sync_of[r].emplace(e.correlation, i);
+        if ((e.sync == SyncKind::kStreamWaitEvent || e.sync == SyncKind::kEventSync) && e.wait_on_stream >= 0 &&
+            e.wait_on_event_record_corr != trace::kNone) {
+          int s = stream_index(r, e.device, e.wait_on_stream);
+          if (s >= 0) info_[r].record_stream_of.emplace(e.wait_on_event_record_corr, s);
+        }
+      }
+    }
+    for (Thread& th : threads_) {
+      int last_launch_stream = -1;
+      bool has_record = false, waiting = false;
+      for (size_t k = 0; k < th.calls.size(); ++k) {
+        Call& c = call(th.calls[k]);
+        const RankTrace& t = ranks_[c.rank];
+        const Event* rec = nullptr;
+        for (int64_t corr : c.corrs) {
+          auto it = sync_of[c.rank].find(corr);
+          if (it != sync_of[c.rank].end()) {
+            rec = &t.events[it->second];
+            break;
+          }
+        }
+        if (rec) {
+          switch (rec->sync) {
+            case SyncKind::kContextSync: c.kind = CallKind::kDeviceSync; break;
+            case SyncKind::kStreamSync:
+              c.kind = CallKind::kStreamSync;
+              c.sync_stream = stream_index(c.rank, rec->device, rec->stream);
+              break;
+            case SyncKind::kEventSync:
+              c.kind = CallKind::kEventSync;
+              c.record_corr = rec->wait_on_event_record_corr;
+              c.record_stream = rec->wait_on_stream >= 0 ? stream_index(c.rank, rec->device, rec->wait_on_stream) : -1;
+              c.sync_stream = c.record_stream;
+              break;
+            case SyncKind::kStreamWaitEvent:
+              c.kind = CallKind::kStreamWait;
+              c.record_corr = rec->wait_on_event_record_corr;
+              c.record_stream = rec->wait_on_stream >= 0 ? stream_index(c.rank, rec->device, rec->wait_on_stream) : -1;
+              c.wait_stream = stream_index(c.rank, rec->device, rec->stream);
+              break;
+            default: break;
+          }
+        }
+        if (c.kind == CallKind::kPlain) {
+          if (icontains(c.name, "devicesynchronize") || icontains(c.name, "ctxsynchronize")) {
+            c.kind = CallKind::kDeviceSync;
+          } else if (icontains(c.name, "streamsynchronize")) {
+            c.kind = CallKind::kStreamSync;
+          } else if (icontains(c.name, "eventsynchronize")) {
+            c.kind = CallKind::kEventSync;
+          } else if (icontains(c.name, "eventrecord")) {
+            c.kind = CallKind::kEventRecord;
+          } else if (icontains(c.name, "streamwaitevent")) {
+            c.kind = CallKind::kStreamWait;
+          }
+        }
+        if ((c.kind == CallKind::kStreamSync || c.kind == CallKind::kEventSync) && c.sync_stream < 0) {
+          c.sync_stream = guess_sync_stream(c, last_launch_stream);
+        }
+        if (icontains(c.name, "memcpy")) {
+          for (int o : c.ops) {
+            if (op(o).ms >= c.ms - kTolNs && op(o).me <= c.me + kTolNs) c.memcpy_blocking = true;
+          }
+        }
+        if (c.kind == CallKind::kEventRecord) has_record = true;
+        if (c.kind == CallKind::kStreamWait && c.record_corr == trace::kNone && !has_record) {
+          c.static_src = infer_wait_source(th, k);
+          if (c.static_src >= 0) ++stats_.cross_stream_inferred;
+        } else if (c.kind == CallKind::kStreamWait) {
+          if (c.record_corr != trace::kNone) {
+            ++stats_.cross_stream_from_records;
+          } else {
+            ++stats_.cross_stream_from_calls;
+          }
+        }
+        if (c.kind == CallKind::kStreamWait && c.record_corr != trace::kNone) {
+          // Where the record call is not in the step: the last op of the recording
+          // stream launched before it (correlations grow in launch order).
+          c.static_src = last_before_corr(c.record_stream, c.record_corr);
+        }
+        if (c.kind == CallKind::kStreamWait) waiting = true;
+        if (!c.ops.empty()) {
+          if (waiting) op(c.ops.front()).after_wait = true;
+          waiting = false;
+          last_launch_stream = op(c.ops.back()).stream;
+        }
+      }
+    }
+  }
+
+  int last_before_corr(int s, int64_t corr) const {
+    if (s < 0) return -1;
+    const Stream& st = streams_[static_cast<size_t>(s)];
+    for (size_t p = st.ops.size(); p-- > 0;) {
+      const Event& e = ranks_[st.rank].events[op(st.ops[p]).event];
+      if (e.correlation != trace::kNone && e.correlation < corr) return st.ops[p];
+    }
+    return -1;
+  }
+
+  // A stream wait with no record anywhere: the op of another stream, launched
+  // before the wait, still running when the thread's next op was launched, that
+  // ended last no later than that op started.
+  int infer_wait_source(const Thread& th, size_t k) const {
+    const Call& w = calls_[static_cast<size_t>(th.calls[k])];
+    int dst = -1;
+    for (size_t j = k + 1; j < th.calls.size() && dst < 0; ++j) {
+      const Call& c = calls_[static_cast<size_t>(th.calls[j])];
+      if (!c.ops.empty()) dst = c.ops.front();
+    }
+    if (dst < 0) return -1;
+    const Op& d = op(dst);
+    int best = -1;
+    for (size_t si = 0; si < streams_.size(); ++si) {
+      const Stream& s = streams_[si];
+      if (s.rank != w.rank || static_cast<int>(si) == d.stream) continue;
+      int p = s.last_launched_before(w.ms);
+      if (p < 0) continue;
+      int cand = s.ops[static_cast<size_t>(p)];
+      const Op& c = op(cand);
+      if (c.me < d.launch_ms || c.me > d.ms + kTolNs) continue;
+      if (best < 0 || c.me > op(best).me) best = cand;
+    }
+    return best;
+  }
+
+  void match_collectives() {
+    for (auto& [key, members] : collective_keys()) {
+      std::vector<int> m;
+      std::vector<bool> seen(ranks_.size(), false);
+      for (int i : members) {
+        if (!seen[op(i).rank]) m.push_back(i);
+        seen[op(i).rank] = true;
+      }
+      if (m.size() < 2) continue;
+      int64_t last = kUnset, first_end = std::numeric_limits<int64_t>::max();
+      for (int i : m) {
+        last = std::max(last, op(i).ms);
+        first_end = std::min(first_end, op(i).me);
+      }
+      if (first_end < last) continue;  // the ranks' clocks disagree beyond repair
+      Group g;
+      g.members = m;
+      auto gi = static_cast<int>(groups_.size());
+      for (int i : m) {
+        op(i).coll = gi;
+        op(i).transfer = op(i).me - last;  // measured duration less the wait for the last arrival
+      }
+      groups_.push_back(std::move(g));
+    }
+    stats_.collectives_matched = static_cast<int64_t>(groups_.size());
+    for (const Op& o : ops_) {
+      if (is_collective_op(o) && o.coll < 0) ++stats_.collective_kernels_unmatched;
+    }
+  }
+
+  void apply_durations() {
+    for (Op& o : ops_) {
+      const RankTrace& t = ranks_[o.rank];
+      const Event& e = t.events[o.event];
+      std::string_view name = t.name_of(e);
+      double f = 1.0;
+      for (int c = 0; c < kKernelClasses; ++c) {
+        if (sc_.class_factor[static_cast<size_t>(c)] != 1.0 && in_class(static_cast<KernelClass>(c), name)) {
+          f *= sc_.class_factor[static_cast<size_t>(c)];
+        }
+      }
+      if (sc_.stream >= 0 && stream(o.stream).stream == sc_.stream) f *= sc_.stream_factor;
+      if (is_collective_op(o)) f *= sc_.collective_factor;
+      o.factor = f;
+      o.dur = scaled(e.dur_ns, f);
+      if (o.coll >= 0) o.transfer = scaled(o.transfer, f);
+    }
+    stats_.gpu_ops = static_cast<int64_t>(ops_.size());
+  }
+
+  // ---------- the simulation ----------
+  struct Wake {
+    int64_t t;
+    uint64_t seq;
+    int thread;
+    bool operator>(const Wake& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+
+  void schedule(int th, int64_t t) { queue_.push(Wake{t, seq_++, th}); }
+
+  Status simulate() {
+    for (int th = 0; th < static_cast<int>(threads_.size()); ++th) {
+      Thread& x = thread(th);
+      if (x.calls.empty()) {
+        x.end = x.end_meas;
+        continue;
+      }
+      schedule(th, x.begin + x.pre[0]);
+    }
+    // The ops a stream holds before its first launch of the step were launched
+    // before the step: they are in the queue from the start, and a sync waits for them.
+    for (Stream& s : streams_) {
+      for (size_t p = 0; p < s.ops.size() && op(s.ops[p]).call < 0; ++p) s.last_launched = static_cast<int>(p);
+    }
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (op(i).fixed) work_.push_back(i);
+    }
+    drain();
+    while (!queue_.empty()) {
+      Wake w = queue_.top();
+      queue_.pop();
+      now_ = w.t;
+      run_call(w.thread, w.t);
+    }
+    int stuck_ops = 0, first_stuck = -1;
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (op(i).end == kUnset) {
+        ++stuck_ops;
+        if (first_stuck < 0) first_stuck = i;
+      }
+    }
+    int stuck_threads = 0;
+    for (const Thread& x : threads_) stuck_threads += x.end == kUnset;
+    if (stuck_ops > 0 || stuck_threads > 0) {
+      std::string what = std::to_string(stuck_ops) + " GPU ops never ran and " + std::to_string(stuck_threads) +
+                         " CPU threads never finished";
+      if (first_stuck >= 0) {
+        const Op& o = op(first_stuck);
+        what += ", e.g. " + std::string(ranks_[o.rank].name_of(ranks_[o.rank].events[o.event])) + " on stream " +
+                std::to_string(stream(o.stream).stream);
+      }
+      return make_error(ranks_[op(first_stuck >= 0 ? first_stuck : 0).rank].path, "execution did not finish: " + what,
+                        "the trace's launches, events or collectives wait on each other in a circle");
+    }
+    return {};
+  }
+
+  // The thread starts call `x.next` at time `t`.
+  void run_call(int th, int64_t t) {
+    Thread& x = thread(th);
+    const int ci = x.calls[x.next];
+    Call& c = call(ci);
+    RankInfo& ri = info_[c.rank];
+    // Launches reach their streams' queues now.
+    for (int o : c.ops) {
+      Op& g = op(o);
+      g.launched = true;
+      g.launch_t = t;
+      Stream& s = stream(g.stream);
+      s.last_launched = std::max(s.last_launched, static_cast<int>(g.pos));
+      for (int w : s.pending_waits) add_wait(o, w);
+      s.pending_waits.clear();
+      if (o == c.ops.front()) {
+        for (int w : x.pending_waits) add_wait(o, w);
+        x.pending_waits.clear();
+      }
+    }
+    if (!c.ops.empty()) x.last_launch_stream = op(c.ops.back()).stream;
+    for (int o : c.ops) work_.push_back(o);
+    drain();
+    std::vector<int> wait_for;
+    switch (c.kind) {
+      case CallKind::kEventRecord: {
+        int s = -1;
+        for (int64_t corr : c.corrs) {
+          auto it = ri.record_stream_of.find(corr);
+          if (it != ri.record_stream_of.end()) s = it->second;
+        }
+        if (s < 0) s = x.last_launch_stream;
+        int captured = last_launched_op(s);
+        for (int64_t corr : c.corrs) ri.captured[corr] = captured;
+        x.has_record = true;
+        x.last_record_op = captured;
+        break;
+      }
+      case CallKind::kStreamWait: {
+        int src = -1;
+        if (c.record_corr != trace::kNone) {
+          auto it = ri.captured.find(c.record_corr);
+          src = it != ri.captured.end() ? it->second : c.static_src;
+        } else if (x.has_record) {
+          src = x.last_record_op;
+        } else {
+          src = c.static_src;
+        }
+        if (src >= 0) {
+          if (c.wait_stream >= 0) {
+            if (c.wait_stream != op(src).stream) stream(c.wait_stream).pending_waits.push_back(src);
+          } else {
+            x.pending_waits.push_back(src);
+          }
+        }
+        break;
+      }
+      case CallKind::kDeviceSync:
+        for (size_t si = 0; si < streams_.size(); ++si) {
+          if (streams_[si].rank != c.rank) continue;
+          int o = last_launched_op(static_cast<int>(si));
+          if (o >= 0) wait_for.push_back(o);
+        }
+        break;
+      case CallKind::kStreamSync: {
+        int o = last_launched_op(c.sync_stream);
+        if (o >= 0) wait_for.push_back(o);
+        break;
+      }
+      case CallKind::kEventSync: {
+        auto it = c.record_corr != trace::kNone ? ri.captured.find(c.record_corr) : ri.captured.end();
+        int o = it != ri.captured.end() ? it->second : last_launched_op(c.sync_stream);
+        if (o >= 0) wait_for.push_back(o);
+        break;
+      }
+      case CallKind::kPlain: break;
+    }
+    if (c.memcpy_blocking) {
+      for (int o : c.ops) wait_for.push_back(o);
+    }
+    // A waited op that the trace shows ending after the call returned was not waited on.
+    std::vector<int> kept;
+    for (int o : wait_for) {
+      if (op(o).me > c.me + kTolNs) {
+        ++stats_.waits_ignored;
+        continue;
+      }
+      kept.push_back(o);
+    }
+    x.blocked_call = ci;
+    x.blocked_at = t;
+    x.blocked_on = std::move(kept);
+    try_finish_call(th);
+  }
+
+  // Last op launched so far on stream `s` (its position in the stream's order), -1 if none.
+  int last_launched_op(int s) const {
+    if (s < 0) return -1;
+    const Stream& st = streams_[static_cast<size_t>(s)];
+    return st.last_launched >= 0 ? st.ops[static_cast<size_t>(st.last_launched)] : -1;
+  }
+
+  void add_wait(int o, int src) {
+    if (src < 0 || op(src).stream == op(o).stream) return;
+    op(o).waits.push_back(src);
+    op(src).dependents.push_back(o);
+  }
+
+  // The blocked call returns once every op it waits on has an end.
+  void try_finish_call(int th) {
+    Thread& x = thread(th);
+    const Call& c = calls_[static_cast<size_t>(x.blocked_call)];
+    const int64_t dur = c.me - c.ms;
+    int64_t end = x.blocked_at + dur;
+    if (!x.blocked_on.empty()) {
+      int64_t waited_meas = kUnset, waited = kUnset;
+      for (int o : x.blocked_on) {
+        if (op(o).end == kUnset) {
+          op(o).waiters.push_back(th);
+          return;
+        }
+        waited_meas = std::max(waited_meas, op(o).me);
+        waited = std::max(waited, op(o).end);
+      }
+      const bool blocked = waited_meas > c.ms;
+      // Blocked in the trace: its own cost is the wake-up after the GPU work
+      // ended. Not blocked: its measured time, and the typical wake-up should
+      // the GPU work now end later.
+      const int64_t own = blocked ? std::clamp<int64_t>(c.me - waited_meas, 0, dur) : dur;
+      const int64_t wake = blocked ? own : std::min(dur, info_[c.rank].tau_wake);
+      end = std::max(x.blocked_at + own, waited + wake);
+    }
+    x.blocked_on.clear();
+    x.blocked_call = -1;
+    end = std::max(end, now_);
+    ++x.next;
+    if (x.next < x.calls.size()) {
+      schedule(th, end + x.pre[x.next]);
+    } else {
+      x.end = end + x.tail;
+    }
+  }
+
+  // An op starts at the latest of its constraints, each plus its latency: the
+  // launch (call start + launch latency), the op before it on the stream (its
+  // end + queue gap), the ops it waits for through events (their end + gap).
+  // The constraint that explains the measured start with the least delay beyond
+  // its typical latency keeps its measured latency; the others get their
+  // typical latency, never more than measured.
+  void try_start(int i) {
+    Op& o = op(i);
+    if (o.start != kUnset) return;
+    if (!o.fixed && !o.launched) return;
+    const Stream& s = stream(o.stream);
+    const RankInfo& ri = info_[o.rank];
+    struct C {
+      int64_t t, measured, typical;
+    };
+    std::vector<C> cs;
+    // An op with no launching call in the step: queued behind the op before it
+    // in the trace (gap within the typical queue gap), it was launched before
+    // that op ended, so only the stream holds it; otherwise it keeps its
+    // measured start as the earliest.
+    const bool queued = o.pos > 0 && o.ms - op(s.ops[o.pos - 1]).me <= ri.tau_gap + kTolNs;
+    if (o.fixed && !queued) {
+      cs.push_back(C{o.ms, 0, 0});
+    } else if (!o.fixed) {
+      cs.push_back(C{o.launch_t, std::max<int64_t>(0, o.ms - o.launch_ms), ri.tau_launch});
+    }
+    if (o.pos > 0) {
+      const Op& prev = op(s.ops[o.pos - 1]);
+      if (prev.end == kUnset) return;  // its end will start this one
+      cs.push_back(C{prev.end, std::max<int64_t>(0, o.ms - prev.me), ri.tau_gap});
+    }
+    for (int w : o.waits) {
+      if (op(w).end == kUnset) return;
+      cs.push_back(C{op(w).end, std::max<int64_t>(0, o.ms - op(w).me), ri.tau_gap});
+    }
+    size_t bind = 0;
+    for (size_t k = 1; k < cs.size(); ++k) {
+      if (cs[k].measured - cs[k].typical < cs[bind].measured - cs[bind].typical) bind = k;
+    }
+    int64_t start = kUnset;
+    for (size_t k = 0; k < cs.size(); ++k) {
+      int64_t lat = k == bind ? cs[k].measured : std::min(cs[k].measured, cs[k].typical);
+      start = std::max(start, cs[k].t + lat);
+    }
+    o.start = start;
+    if (o.coll >= 0) {
+      Group& g = groups_[static_cast<size_t>(o.coll)];
+      g.last_arrival = std::max(g.last_arrival, start);
+      if (++g.arrived < static_cast<int>(g.members.size())) return;
+      for (int m : g.members) op(m).end = g.last_arrival + op(m).transfer;
+      for (int m : g.members) finished(m);
+      return;
+    }
+    o.end = start + o.dur;
+    finished(i);
+  }
+
+  // Ops to try to start, processed without recursion (streams run long chains).
+  void drain() {
+    while (!work_.empty()) {
+      int i = work_.back();
+      work_.pop_back();
+      try_start(i);
+    }
+  }
+
+  void finished(int i) {
+    Op& o = op(i);
+    const Stream& s = stream(o.stream);
+    if (o.pos + 1 < s.ops.size()) work_.push_back(s.ops[o.pos + 1]);
+    for (int d : o.dependents) work_.push_back(d);
+    std::vector<int> waiters = std::move(o.waiters);
+    o.waiters.clear();
+    for (int th : waiters) {
+      if (thread(th).blocked_call >= 0) try_finish_call(th);
+    }
+  }
+
+  // ---------- the answer ----------
+  Execution report() {
+    Execution ex;
+    ex.ranks.resize(ranks_.size());
+    int64_t jb_m = std::numeric_limits<int64_t>::max(), je_m = std::numeric_limits<int64_t>::min();
+    int64_t jb = jb_m, je = je_m;
+    std::vector<int64_t> mb(ranks_.size(), jb_m), me(ranks_.size(), je_m), b(ranks_.size(), jb_m),
+        e(ranks_.size(), je_m);
+    for (const Thread& x : threads_) {
+      mb[x.rank] = std::min(mb[x.rank], x.begin);
+      me[x.rank] = std::max(me[x.rank], x.end_meas);
+      b[x.rank] = std::min(b[x.rank], x.begin);
+      e[x.rank] = std::max(e[x.rank], x.end);
+    }
+    for (const Op& o : ops_) {
+      mb[o.rank] = std::min(mb[o.rank], o.ms);
+      me[o.rank] = std::max(me[o.rank], o.me);
+      b[o.rank] = std::min(b[o.rank], o.start);
+      e[o.rank] = std::max(e[o.rank], o.end);
+    }
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      RankExecution& re = ex.ranks[r];
+      re.path = ranks_[r].path;
+      re.rank = ranks_[r].rank;
+      if (mb[r] > me[r]) continue;  // nothing on this rank
+      const int64_t base = info_[r].base;
+      re.measured_begin_ns = mb[r] - base;
+      re.measured_end_ns = me[r] - base;
+      re.begin_ns = b[r] - base;
+      re.end_ns = e[r] - base;
+      jb_m = std::min(jb_m, mb[r]);
+      je_m = std::max(je_m, me[r]);
+      jb = std::min(jb, b[r]);
+      je = std::max(je, e[r]);
+    }
+    for (const Op& o : ops_) {
+      const int64_t base = info_[o.rank].base;
+      ex.ranks[o.rank].gpu_ops.push_back(GpuOpTime{o.event, o.start - base, o.end - base});
+    }
+    for (auto& re : ex.ranks) {
+      std::sort(re.gpu_ops.begin(), re.gpu_ops.end(),
+                [](const GpuOpTime& x, const GpuOpTime& y) { return x.event < y.event; });
+    }
+    stats_.blocking_calls = count_blocking_calls();
+    ex.measured_span_ns = je_m > jb_m ? je_m - jb_m : 0;
+    ex.span_ns = je > jb ? je - jb : 0;
+    ex.stats = stats_;
+    return ex;
+  }
+
+  int64_t count_blocking_calls() const {
+    int64_t n = 0;
+    for (const Call& c : calls_) {
+      if (c.kind == CallKind::kDeviceSync || c.kind == CallKind::kStreamSync || c.kind == CallKind::kEventSync ||
+          c.memcpy_blocking) {
+        ++n;
+      }
+    }
+    return n;
+  }
+
+  const std::vector<RankTrace>& ranks_;
+  Scenario sc_;
+  std::vector<RankInfo> info_;
+  std::vector<Op> ops_;
+  std::vector<Stream> streams_;
+  std::vector<Call> calls_;
+  std::vector<Thread> threads_;
+  std::vector<Group> groups_;
+  ExecutionStats stats_;
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> queue_;
+  uint64_t seq_ = 0;
+  std::vector<int> work_;
+  int64_t now_ = kUnset;
+};
+
+}  // namespace
+
+const char* to_string(KernelClass c) {
+  switch (c) {
+    case KernelClass::kGemm: return "gemm";
+    case KernelClass::kElementwise: return "elementwise";
+    case KernelClass::kReduce: return "reduce";
+    case KernelClass::kAttention: return "attention";
+    case KernelClass::kCopy: return "copy";
+  }
+  return "unknown";
+}
+
+std::optional<KernelClass> kernel_class_from_string(std::string_view s) {
+  for (int c = 0; c < kKernelClasses; ++c) {
+    if (s == to_string(static_cast<KernelClass>(c))) return static_cast<KernelClass>(c);
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string_view>& keywords_of(KernelClass c) {
+  static const std::vector<std::string_view> kWords[kKernelClasses] = {
+      {"gemm", "cutlass", "xmma", "matmul"},
+      {"elementwise"},
+      {"reduce"},
+      {"attention", "flash", "fmha"},
+      {"copy", "memcpy"},
+  };
+  return kWords[static_cast<int>(c)];
+}
+
+bool in_class(KernelClass c, std::string_view name) {
+  if (istarts(name, "nccl")) return false;
+  for (std::string_view w : keywords_of(c)) {
+    if (icontains(name, w)) return true;
+  }
+  return false;
+}
+
+Status parse_scale(std::string_view spec, Scenario& s) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
+    return make_error(std::string(spec), "expected CLASS=FACTOR, stream:N=FACTOR or collective=FACTOR");
+  }
+  std::string sel(spec.substr(0, eq)), num(spec.substr(eq + 1));
+  char* end = nullptr;
+  double f = std::strtod(num.c_str(), &end);
+  if (end == num.c_str() || *end != '\0' || !std::isfinite(f) || f < 0 || f > 1e6) {
+    return make_error(std::string(spec), "factor '" + num + "' is not a number in [0, 1e6]");
+  }
+  if (sel == "collective") {
+    s.collective_factor *= f;
+  } else if (sel.rfind("stream:", 0) == 0) {
+    std::string id = sel.substr(7);
+    char* e2 = nullptr;
+    long v = std::strtol(id.c_str(), &e2, 10);
+    if (id.empty() || *e2 != '\0' || v < 0 || v > std::numeric_limits<int32_t>::max()) {
+      return make_error(std::string(spec), "expected stream:N with N a stream id");
+    }
+    if (s.stream >= 0 && s.stream != v) return make_error(std::string(spec), "only one stream can be scaled");
+    s.stream = static_cast<int32_t>(v);
+    s.stream_factor *= f;
+  } else if (auto c = kernel_class_from_string(sel)) {
+    s.class_factor[static_cast<size_t>(*c)] *= f;
+  } else {
+    return make_error(std::string(spec), "unknown selector '" + sel + "'",
+                      "classes: gemm, elementwise, reduce, attention, copy; or stream:N, collective");
+  }
+  return {};
+}
+
+Result<Execution> execute(const std::vector<trace::RankTrace>& ranks, const Scenario& scenario) {
+  Executor x(ranks, scenario);
+  return x.run();
+}
+
+Result<std::vector<trace::RankTrace>> load_step(const std::vector<std::string>& paths, std::optional<int64_t> step) {
+  if (paths.empty()) return make_error("", "no trace given");
+  std::vector<trace::RankTrace> out;
+  for (const auto& p : paths) {
+    auto t = trace::read_trace(p);
+    if (!t.ok()) return t.error();
+    out.push_back(std::move(t).value());
+  }
+  bool all_ranked = std::all_of(out.begin(), out.end(), [](const auto& t) { return t.rank >= 0; });
+  if (all_ranked) {
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  }
+  for (auto& t : out) {
+    auto s = trace::select_step(t, step);
+    if (!s.ok()) return s.error();
+  }
+  return out;
+}
+
+}  // namespace emo::executor

@@ -1,0 +1,287 @@
+// The independent executor on tiny traces whose right answer is worked out by
+// hand in each test's comment (times in µs), and on one real trace.
+#include <gtest/gtest.h>
+
+#include "emo/executor/executor.h"
+#include "test_util.h"
+#include "trace_json.h"
+
+namespace emo {
+namespace {
+
+using test::TraceJson;
+
+std::vector<trace::RankTrace> ranks_of(const std::vector<std::string>& jsons) {
+  std::vector<trace::RankTrace> out;
+  for (size_t i = 0; i < jsons.size(); ++i) {
+    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
+    if (t.ok()) out.push_back(std::move(t).value());
+  }
+  return out;
+}
+
+executor::Scenario scenario(const std::vector<std::string>& specs) {
+  executor::Scenario s;
+  for (const auto& spec : specs) {
+    auto st = executor::parse_scale(spec, s);
+    EXPECT_TRUE(st.ok()) << spec;
+  }
+  return s;
+}
+
+// Executed step span (µs) under the given scales.
+double span_us(const std::vector<std::string>& jsons, const std::vector<std::string>& specs = {}) {
+  auto ex = executor::execute(ranks_of(jsons), scenario(specs));
+  EXPECT_TRUE(ex.ok()) << (ex.ok() ? "" : ex.error().message());
+  return ex.ok() ? static_cast<double>(ex->span_ns) / 1000.0 : -1;
+}
+
+// One stream, the CPU runs ahead: launches (5 µs each) at 0, 10, 20; kernels queue
+// back to back: K1 [10,110], gemm K2 [111,211], K3 [212,312]. Empty-queue launch
+// latency 10, queue gap 1.
+std::string queued_stream() {
+  return TraceJson()
+      .launch("K1", 7, 0, 10, 100, 1)
+      .launch("sm90_xmma_GEMM_K2", 7, 10, 111, 100, 2)
+      .launch("K3", 7, 20, 212, 100, 3)
+      .str();
+}
+
+TEST(Executor, QueuedStreamReproducesAndFollowsItsKernels) {
+  auto ex = executor::execute(ranks_of({queued_stream()}));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->measured_span_ns, 312'000);
+  EXPECT_EQ(ex->span_ns, 312'000);
+  ASSERT_EQ(ex->ranks.size(), 1u);
+  ASSERT_EQ(ex->ranks[0].gpu_ops.size(), 3u);
+  EXPECT_EQ(ex->ranks[0].gpu_ops[1].start_ns, 111'000);
+  EXPECT_EQ(ex->stats.launch_latency_ns[0], 10'000);
+  EXPECT_EQ(ex->stats.queue_gap_ns[0], 1'000);
+  // The whole stream x2: K1 [10,210], K2 = max(10+10, 210+1) -> [211,411], K3 [412,612].
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"stream:7=2"}), 612);
+  // x0.01 (1 µs each): the launches bind: K1 [10,11], K2 [20,21], K3 [30,31].
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"stream:7=0.01"}), 31);
+  // Another stream id matches nothing: unchanged.
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"stream:8=2"}), 312);
+}
+
+TEST(Executor, ScaledKernelClassMovesTheStepByItsQueue) {
+  // gemm x2 (the class ignores case): K2 [111,311], K3 = max(20+10, 311+1) -> [312,412].
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"gemm=2"}), 412);
+  // gemm x0.5: K2 [111,161], K3 = max(30, 162) -> [162,262].
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"gemm=0.5"}), 262);
+  // No elementwise kernel here: nothing moves.
+  EXPECT_DOUBLE_EQ(span_us({queued_stream()}, {"elementwise=3"}), 312);
+}
+
+// Launch-bound: prep [0,100], launch [100,105] -> gemm K1 [110,120]; prep2 [105,305];
+// launch [305,310] -> K2 [315,325]. The GPU waits for the CPU.
+std::string launch_bound() {
+  return TraceJson()
+      .cpu("prep", 0, 100)
+      .launch("gemm_K1", 7, 100, 110, 10, 1)
+      .cpu("prep2", 105, 200)
+      .launch("K2", 7, 305, 315, 10, 2)
+      .str();
+}
+
+TEST(Executor, LaunchBoundStepHidesKernelSlowdowns) {
+  EXPECT_DOUBLE_EQ(span_us({launch_bound()}), 325);
+  // K1 x3 = 30 µs still ends long before K2's launch.
+  EXPECT_DOUBLE_EQ(span_us({launch_bound()}, {"gemm=3"}), 325);
+  // Every kernel x3: K1 [110,140]; K2 = max(305+10, 140) -> [315,345].
+  EXPECT_DOUBLE_EQ(span_us({launch_bound()}, {"stream:7=3"}), 345);
+}
+
+// Stream 7 runs A [10,210]; stream 20's B waits for A through an event:
+// cudaEventRecord [6,8] after A's launch, cudaStreamWaitEvent [9,11], then B
+// launched at 12, starting 1 µs after A ends: B [211,261].
+std::string cross_stream(bool with_sync_events) {
+  TraceJson t;
+  t.launch("gemm_A", 7, 0, 10, 200, 1)
+      .runtime("cudaEventRecord", 6, 2, 2)
+      .runtime("cudaStreamWaitEvent", 9, 2, 3)
+      .launch("B", 20, 12, 211, 50, 4);
+  if (with_sync_events) t.sync_event("Stream Wait Event", 20, 10, 3, 7, 2);
+  return t.str();
+}
+
+TEST(Executor, CrossStreamEventWaitMovesWithTheRecordedStream) {
+  for (bool sync_events : {true, false}) {
+    SCOPED_TRACE(sync_events ? "from cuda_sync records" : "from paired runtime calls");
+    auto ex = executor::execute(ranks_of({cross_stream(sync_events)}));
+    ASSERT_TRUE(ex.ok());
+    EXPECT_EQ(ex->span_ns, 261'000);
+    EXPECT_EQ(sync_events ? ex->stats.cross_stream_from_records : ex->stats.cross_stream_from_calls, 1);
+    // A x0.5: A [10,110], B [111,161].
+    EXPECT_DOUBLE_EQ(span_us({cross_stream(sync_events)}, {"gemm=0.5"}), 161);
+    // A x2: A [10,410], B [411,461].
+    EXPECT_DOUBLE_EQ(span_us({cross_stream(sync_events)}, {"gemm=2"}), 461);
+  }
+  // Without the record and wait, B only follows its launch: halving A moves nothing.
+  std::string free = TraceJson().launch("gemm_A", 7, 0, 10, 200, 1).launch("B", 20, 12, 211, 50, 4).str();
+  EXPECT_DOUBLE_EQ(span_us({free}, {"gemm=0.5"}), 261);
+}
+
+// The CPU launches K [10,110], blocks in cudaStreamSynchronize [6,113] (woken 3 µs
+// after K ends), then runs `post` [113,163].
+std::string stream_sync(bool with_sync_event) {
+  TraceJson t;
+  t.launch("elementwise_K", 7, 0, 10, 100, 1).runtime("cudaStreamSynchronize", 6, 107, 2).cpu("post", 113, 50);
+  if (with_sync_event) t.sync_event("Stream Sync", 7, 110, 2);
+  return t.str();
+}
+
+TEST(Executor, StreamSyncMakesTheCpuWaitForTheGpu) {
+  for (bool ev : {true, false}) {
+    SCOPED_TRACE(ev ? "with a Stream Sync record" : "from the runtime call alone");
+    auto ex = executor::execute(ranks_of({stream_sync(ev)}));
+    ASSERT_TRUE(ex.ok());
+    EXPECT_EQ(ex->span_ns, 163'000);
+    EXPECT_EQ(ex->stats.blocking_calls, 1);
+    // K x0.5: K [10,60]; the sync returns at 63; post [63,113].
+    EXPECT_DOUBLE_EQ(span_us({stream_sync(ev)}, {"elementwise=0.5"}), 113);
+    // K x2: K [10,210]; the sync returns at 213; post ends at 263.
+    EXPECT_DOUBLE_EQ(span_us({stream_sync(ev)}, {"elementwise=2"}), 263);
+  }
+}
+
+TEST(Executor, DeviceSyncWaitsForEveryStream) {
+  // K1 [10,110] on stream 7, K2 [12,212] on stream 20; cudaDeviceSynchronize [10,214]
+  // returns 2 µs after the last one; post [214,234].
+  std::string t = TraceJson()
+                      .launch("K1", 7, 0, 10, 100, 1)
+                      .launch("gemm_K2", 20, 5, 12, 200, 2)
+                      .runtime("cudaDeviceSynchronize", 10, 204, 3)
+                      .cpu("post", 214, 20)
+                      .str();
+  EXPECT_DOUBLE_EQ(span_us({t}), 234);
+  // K2 x0.25: K2 [12,62]; K1 ends last at 110; the sync returns 112; post ends at 132.
+  EXPECT_DOUBLE_EQ(span_us({t}, {"gemm=0.25"}), 132);
+}
+
+// Two ranks, one allreduce (same process group and Seq). Rank 0 computes P [10,100]
+// and arrives at the collective at 101; rank 1 computes Q [10,300] and arrives at
+// 301. Both collective kernels end at 360: transfer = 360 - 301 = 59.
+std::vector<std::string> two_rank_collective(double rank1_shift = 0) {
+  const std::string nccl = R"("Collective name":"allreduce","Process Group Name":"0","Seq":0,"Group size":2)";
+  return {TraceJson(0, 2)
+              .launch("elementwise_P", 7, 0, 10, 90, 1)
+              .launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 7, 5, 101, 259, 2, 1, nccl)
+              .str(),
+          TraceJson(1, 2)
+              .launch("gemm_Q", 7, rank1_shift + 0, rank1_shift + 10, 290, 1)
+              .launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 7, rank1_shift + 5, rank1_shift + 301, 59, 2, 1,
+                      nccl)
+              .str()};
+}
+
+TEST(Executor, CollectiveWaitsForTheSlowRank) {
+  auto ex = executor::execute(ranks_of(two_rank_collective()));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->stats.collectives_matched, 1);
+  EXPECT_EQ(ex->span_ns, 360'000);
+  EXPECT_EQ(ex->measured_span_ns, 360'000);
+  // The fast rank's compute can double and still wait for rank 1.
+  EXPECT_DOUBLE_EQ(span_us(two_rank_collective(), {"elementwise=2"}), 360);
+  // Q x0.5: Q [10,155], rank 1 arrives at 156; transfer [156,215]: both ranks end at 215.
+  auto fast = executor::execute(ranks_of(two_rank_collective()), scenario({"gemm=0.5"}));
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(fast->span_ns, 215'000);
+  ASSERT_EQ(fast->ranks.size(), 2u);
+  ASSERT_EQ(fast->ranks[0].gpu_ops.size(), 2u);
+  EXPECT_EQ(fast->ranks[0].gpu_ops[1].start_ns, 101'000);  // rank 0 arrived as before ...
+  EXPECT_EQ(fast->ranks[0].gpu_ops[1].end_ns, 215'000);    // ... and ends with the transfer
+  // Q x2: rank 1 arrives at 591; the slow rank delays the fast one to 650.
+  auto slow = executor::execute(ranks_of(two_rank_collective()), scenario({"gemm=2"}));
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(slow->ranks[0].end_ns, 650'000);
+  // The transfer x0.5 (59 -> 29.5) on both ranks at once.
+  EXPECT_DOUBLE_EQ(span_us(two_rank_collective(), {"collective=0.5"}), 330.5);
+  // Rank 1's clock 5 ms ahead: the same step once the collectives align the ranks.
+  EXPECT_DOUBLE_EQ(span_us(two_rank_collective(5000)), 360);
+  EXPECT_DOUBLE_EQ(span_us(two_rank_collective(5000), {"gemm=0.5"}), 215);
+}
+
+TEST(Executor, OneRankOfACollectiveScalesItsKernelWhole) {
+  auto ex = executor::execute(ranks_of({two_rank_collective()[0]}), scenario({"collective=2"}));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->stats.collectives_matched, 0);
+  EXPECT_EQ(ex->stats.collective_kernels_unmatched, 1);
+  // The kernel [101,360] x2 -> [101,619].
+  EXPECT_EQ(ex->span_ns, 619'000);
+}
+
+TEST(Executor, KernelClassesFollowTheirKeywords) {
+  using executor::KernelClass;
+  EXPECT_TRUE(executor::in_class(KernelClass::kGemm, "sm90_xmma_gemm_bf16bf16"));
+  EXPECT_TRUE(executor::in_class(KernelClass::kGemm, "Cutlass_Kernel"));
+  EXPECT_TRUE(executor::in_class(KernelClass::kAttention, "pytorch_flash::flash_fwd_kernel"));
+  EXPECT_TRUE(executor::in_class(KernelClass::kCopy, "Memcpy HtoD (Pageable -> Device)"));
+  EXPECT_TRUE(executor::in_class(KernelClass::kReduce, "void at::native::reduce_kernel<512>"));
+  EXPECT_FALSE(executor::in_class(KernelClass::kReduce, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"));
+  EXPECT_FALSE(executor::in_class(KernelClass::kElementwise, "sm90_xmma_gemm_bf16bf16"));
+}
+
+TEST(Executor, BadInputIsAnError) {
+  EXPECT_FALSE(executor::execute({}).ok());
+  // Nothing to execute: a GPU annotation only.
+  auto annotation = ranks_of({TraceJson()
+                                  .raw(R"({"ph":"X","cat":"gpu_user_annotation","name":"a","pid":0,"tid":7,"ts":0,"dur":1,"args":{"device":0,"stream":7}})")
+                                  .str()});
+  ASSERT_EQ(annotation.size(), 1u);
+  EXPECT_FALSE(executor::execute(annotation).ok());
+  // Events whose lane index is out of range are skipped, not followed.
+  auto broken = ranks_of({queued_stream()});
+  for (auto& e : broken[0].events) e.lane = 1000;
+  EXPECT_FALSE(executor::execute(broken).ok());
+  executor::Scenario s;
+  EXPECT_FALSE(executor::parse_scale("gemm", s).ok());
+  EXPECT_FALSE(executor::parse_scale("gemm=-1", s).ok());
+  EXPECT_FALSE(executor::parse_scale("gemm=abc", s).ok());
+  EXPECT_FALSE(executor::parse_scale("tensor=2", s).ok());
+  EXPECT_FALSE(executor::parse_scale("stream:x=2", s).ok());
+  EXPECT_FALSE(executor::parse_scale("gemm=1e308", s).ok());
+  ASSERT_TRUE(executor::parse_scale("stream:7=2", s).ok());
+  EXPECT_FALSE(executor::parse_scale("stream:8=2", s).ok());  // one stream only
+  EXPECT_FALSE(executor::load_step({"/nonexistent/trace.json"}).ok());
+  // A stream wait whose source op is on the waiting stream itself is ignored, not a hang.
+  std::string self = TraceJson()
+                         .launch("A", 7, 0, 10, 50, 1)
+                         .runtime("cudaEventRecord", 6, 1, 2)
+                         .runtime("cudaStreamWaitEvent", 8, 1, 3)
+                         .launch("B", 7, 9, 61, 10, 4)
+                         .str();
+  EXPECT_DOUBLE_EQ(span_us({self}), 71);
+}
+
+TEST(Executor, ReproducesARealTraceWithinOnePercent) {
+  EMO_REQUIRE_SHARED(path, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
+  auto ranks = executor::load_step({path});
+  ASSERT_TRUE(ranks.ok()) << ranks.error().message();
+  auto ex = executor::execute(*ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_GT(ex->stats.gpu_ops, 1000);
+  EXPECT_GT(ex->measured_span_ns, 0);
+  EXPECT_LE(std::abs(ex->error_pct()), 1.0) << "measured " << ex->measured_span_ns << " executed " << ex->span_ns;
+  // Every GPU op ran, and none before the step began.
+  for (const auto& op : ex->ranks[0].gpu_ops) {
+    ASSERT_GE(op.end_ns, op.start_ns);
+    ASSERT_GE(op.start_ns, ex->ranks[0].begin_ns);
+  }
+}
+
+TEST(Executor, ReproducesTheEightRankDlrmStep) {
+  EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
+  auto ranks = executor::load_step(test::files_in(dir));
+  ASSERT_TRUE(ranks.ok()) << ranks.error().message();
+  auto ex = executor::execute(*ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_EQ(ex->ranks.size(), 8u);
+  EXPECT_GT(ex->stats.collectives_matched, 0);
+  EXPECT_LE(std::abs(ex->error_pct()), 1.0);
+}
+
+}  // namespace
+}  // namespace emo
