@@ -84,7 +84,7 @@ Result<Checked> optimize_checked(const Problem& pr, const OptimizeOptions& optio
   out.default_predicted_j = out.solution.default_plan.energy_j;
   out.default_measured_j = def->energy_j;
   // The mean must keep half of the reserve; mean + 2 standard errors must stay within the target.
-  const double accept_pct = 100 * delta * (1 - options.reserve / 2), bound_limit_pct = 100 * delta;
+  const double accept_pct = check_accept_pct(delta, options.reserve), bound_limit_pct = 100 * delta;
   // Check runs of per-pack clocks issued at the given times: the mean slowdown over the measured steps
   // and its upper bound; run again with more steps when only the spread stands between it and the limit.
   auto measure = [&](CheckRound& r, const std::vector<int>& clocks, const std::vector<int64_t>& issues) -> Status {

@@ -125,7 +125,7 @@ Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double m
   return pf;
 }
 
-json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
+json policy_json(const Problem& pr, const Solution& s, double max_slowdown, double reserve) {
   const graph::Graph& g = pr.workload->graph;
   const pack::Packing& p = *pr.packing;
   const auto& prof = pr.models->profile;
@@ -134,6 +134,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown) {
   j["device"] = prof.name;
   j["default_clock_mhz"] = pr.default_clock_mhz;
   j["max_slowdown"] = max_slowdown;
+  j["reserve"] = reserve;
   j["switch_latency_ms"] = prof.switch_latency_median_ms.value;
   json ranks = json::array();
   for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", g.rank_id(go.rank)}, {"gpu_ops", go.ops.size()}});
@@ -215,6 +216,11 @@ class PolicyReader {
       if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1))
         return make_error(path_, "max_slowdown: must be a number from 0 to 1 (a fraction: 0.05 allows 5 % more time)");
       pf.max_slowdown = it->get<double>();
+    }
+    if (auto it = j.find("reserve"); it != j.end()) {
+      if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() < 1))
+        return make_error(path_, "reserve: must be a number from 0 to below 1 (the part of max_slowdown kept back)");
+      pf.reserve = it->get<double>();
     }
     if (auto it = j.find("switch_latency_ms"); it != j.end()) {
       if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1e4))

@@ -88,13 +88,13 @@ json fidelity_document(const backends::PackFidelity& f) {
 
 }  // namespace
 
-Margin measured_margin(const std::vector<EvaluatedPlan>& plans, double max_slowdown) {
-  Margin m{"default", 0, 0};
+Margin measured_margin(const std::vector<EvaluatedPlan>& plans, double max_slowdown, double reserve) {
+  Margin m{"default", 0, 0, optimize::check_accept_pct(max_slowdown, reserve)};
   const EvaluatedPlan* policy = nullptr;
   for (const EvaluatedPlan& r : plans) {
     if (r.name == "policy") policy = &r;
     if (r.name == "default" || r.name == "policy") continue;
-    if (r.slowdown_pct <= 100 * max_slowdown && r.saving_pct > m.baseline_saving_pct) {
+    if (r.slowdown_pct <= m.bound_pct && r.saving_pct > m.baseline_saving_pct) {
       m.best_baseline = r.name;
       m.baseline_saving_pct = r.saving_pct;
     }
@@ -104,7 +104,7 @@ Margin measured_margin(const std::vector<EvaluatedPlan>& plans, double max_slowd
 }
 
 Margin predicted_margin(const optimize::Solution& s) {
-  Margin m{"default", 0, 0};
+  Margin m{"default", 0, 0, 0};
   for (const optimize::Plan& b : s.baselines) {
     const double saved = pct_saved(b.energy_j, s.default_plan.energy_j);
     if (b.feasible && saved > m.baseline_saving_pct) {
@@ -117,14 +117,17 @@ Margin predicted_margin(const optimize::Solution& s) {
 }
 
 json margin_json(const Margin& m) {
-  return {{"best_baseline", m.best_baseline}, {"baseline_saving_pct", m.baseline_saving_pct}, {"points", m.points}};
+  json j = {{"best_baseline", m.best_baseline}, {"baseline_saving_pct", m.baseline_saving_pct}, {"points", m.points}};
+  if (m.bound_pct > 0) j["bound_pct"] = m.bound_pct;
+  return j;
 }
 
 namespace {
 
-// "  policy vs best baseline (static_clock, 8.04 % saved): +3.12 points (measured)".
+// "  policy vs best baseline within +4.75 % (static_clock, 8.04 % saved): +3.12 points (measured)".
 std::string margin_line(const Margin& m, const char* how) {
-  return fmt::format("  policy vs best baseline ({}, {:.2f} % saved): {:+.2f} points ({})\n", m.best_baseline,
+  const std::string within = m.bound_pct > 0 ? fmt::format(" within {:+.2f} %", m.bound_pct) : std::string();
+  return fmt::format("  policy vs best baseline{} ({}, {:.2f} % saved): {:+.2f} points ({})\n", within, m.best_baseline,
                      m.baseline_saving_pct, m.points, how);
 }
 
@@ -247,7 +250,7 @@ Result<json> evaluate_document(Session& s) {
     else j["baselines"][r.name] = e;
   }
   j["max_slowdown"] = (*s.policy())->max_slowdown;
-  j["margin"] = margin_json(measured_margin(**ev, (*s.policy())->max_slowdown));
+  j["margin"] = margin_json(measured_margin(**ev, (*s.policy())->max_slowdown, (*s.policy())->reserve));
   return j;
 }
 
@@ -303,7 +306,7 @@ Result<json> summary_document(Session& s, const RunInfo& run) {
   for (size_t i = 2; i < plans.size(); ++i)
     bl[plans[i].name] = {{"saving_pct", plans[i].saving_pct}, {"slowdown_pct", plans[i].slowdown_pct}};
   sm["baselines"] = bl;
-  sm["margin"] = margin_json(measured_margin(plans, o.optimize.max_slowdown));
+  sm["margin"] = margin_json(measured_margin(plans, o.optimize.max_slowdown, o.optimize.reserve));
   sm["warnings"] = *warnings;
   sm["packs"] = p.packs.size();
   sm["signatures"] = p.signatures.size();
@@ -470,7 +473,10 @@ std::unique_ptr<View> policy_file() {
   return make_view("policy.json", [](Session& s) -> Result<std::string> {
     auto c = s.solution();
     if (!c) return c.error();
-    return optimize::policy_json(**s.problem(), (*c)->solution, s.options().optimize.max_slowdown).dump(1) + "\n";
+    return optimize::policy_json(**s.problem(), (*c)->solution, s.options().optimize.max_slowdown,
+                                 s.options().optimize.reserve)
+               .dump(1) +
+           "\n";
   });
 }
 
@@ -478,13 +484,13 @@ std::unique_ptr<View> evaluate_json() { return json_view("evaluate.json", evalua
 
 // The measured plans as a table: name, step time, energy, time and energy against the default clocks;
 // then the policy's margin over the best baseline within the bound.
-std::string measured_table(const std::vector<EvaluatedPlan>& plans, double max_slowdown) {
+std::string measured_table(const std::vector<EvaluatedPlan>& plans, double max_slowdown, double reserve) {
   std::string out;
   for (const EvaluatedPlan& r : plans) {
     out += fmt::format("  {:<13} {:10.3f} ms  {:10.3f} J  {:+6.2f} % time  {:6.2f} % energy saved\n", r.name,
                        r.measured.mean_step_ns() / 1e6, r.measured.energy_j, r.slowdown_pct, r.saving_pct);
   }
-  return out + margin_line(measured_margin(plans, max_slowdown), "measured");
+  return out + margin_line(measured_margin(plans, max_slowdown, reserve), "measured");
 }
 
 std::unique_ptr<View> evaluate_text() {
@@ -493,7 +499,7 @@ std::unique_ptr<View> evaluate_text() {
     if (!ev) return ev.error();
     return fmt::format("true behaviour on {} ({} steps each, first left out):\n", s.options().device,
                        s.options().eval_steps) +
-           measured_table(**ev, (*s.policy())->max_slowdown);
+           measured_table(**ev, (*s.policy())->max_slowdown, (*s.policy())->reserve);
   });
 }
 
@@ -502,7 +508,7 @@ std::unique_ptr<View> run_text() {
     auto ev = s.evaluation();
     if (!ev) return ev.error();
     return fmt::format("true behaviour on the emulated GPU ({} steps each, first left out):\n", s.options().eval_steps) +
-           measured_table(**ev, s.options().optimize.max_slowdown);
+           measured_table(**ev, s.options().optimize.max_slowdown, s.options().optimize.reserve);
   });
 }
 
@@ -511,7 +517,7 @@ std::unique_ptr<View> results_csv() {
     auto ev = s.evaluation();
     if (!ev) return ev.error();
     // vs_best_baseline_pts: each plan's saving less that of the best baseline within the bound.
-    const Margin m = measured_margin(**ev, s.options().optimize.max_slowdown);
+    const Margin m = measured_margin(**ev, s.options().optimize.max_slowdown, s.options().optimize.reserve);
     std::string out =
         "name,predicted_time_us,predicted_energy_j,true_time_us,true_energy_j,saving_pct,slowdown_pct,"
         "vs_best_baseline_pts\n";

@@ -125,7 +125,8 @@ TEST(NeverLose, PlanMeasuringMoreEnergyThanTheDefaultGivesWayToIt) {
 }
 
 // The margin reads the measured table as a user would: the best baseline within the bound, not one
-// that saves more by running over it.
+// that saves more by running over it — and the bound is the one the check holds every plan to (the
+// user's less half the reserve), so a baseline is not let run up to a slowdown the policy may not have.
 TEST(NeverLose, MeasuredMarginSkipsBaselinesOverTheBound) {
   auto plan = [](const char* name, double saving, double slowdown) {
     EvaluatedPlan p;
@@ -136,14 +137,48 @@ TEST(NeverLose, MeasuredMarginSkipsBaselinesOverTheBound) {
   };
   const std::vector<EvaluatedPlan> plans = {plan("default", 0, 0), plan("policy", 12, 4.5), plan("static_clock", 10, 4),
                                             plan("slack_only", 15, 5.5), plan("per_phase", 3, 1)};
-  const report::Margin m = report::measured_margin(plans, 0.05);
+  const report::Margin m = report::measured_margin(plans, 0.05, 0.1);
   EXPECT_EQ(m.best_baseline, "static_clock");
   EXPECT_DOUBLE_EQ(m.baseline_saving_pct, 10);
   EXPECT_DOUBLE_EQ(m.points, 2);
+  EXPECT_DOUBLE_EQ(m.bound_pct, 4.75);
   // None within the bound: the default clocks are the baseline.
-  const report::Margin none = report::measured_margin({plan("default", 0, 0), plan("policy", 1, 0.5), plan("static_clock", 9, 7)}, 0.05);
+  const report::Margin none =
+      report::measured_margin({plan("default", 0, 0), plan("policy", 1, 0.5), plan("static_clock", 9, 7)}, 0.05, 0.1);
   EXPECT_EQ(none.best_baseline, "default");
   EXPECT_DOUBLE_EQ(none.points, 1);
+  // A baseline at +4.82 % is over the check's 4.75 % (the check would not hand it out either) ...
+  const std::vector<EvaluatedPlan> near = {plan("default", 0, 0), plan("policy", 19.5, 4.55), plan("slack_only", 20.1, 4.82)};
+  EXPECT_EQ(report::measured_margin(near, 0.05, 0.1).best_baseline, "default");
+  // ... and within it when no reserve is kept: then it is the best baseline, 0.6 points above.
+  const report::Margin no_reserve = report::measured_margin(near, 0.05, 0.0);
+  EXPECT_EQ(no_reserve.best_baseline, "slack_only");
+  EXPECT_NEAR(no_reserve.points, -0.6, 1e-9);
+  EXPECT_DOUBLE_EQ(optimize::check_accept_pct(0.05, 0.1), report::measured_margin(near, 0.05, 0.1).bound_pct);
+}
+
+// The policy file carries the reserve it was checked with; evaluate compares at it.
+TEST(NeverLose, PolicyFileKeepsItsReserve) {
+  auto s = test::profiled_step(synth::Workload::kTrainDP, 1, 2, 5, 11);
+  optimize::Problem pr = s->problem();
+  auto sol = optimize::optimize(pr, {});
+  ASSERT_TRUE(sol.ok());
+  for (double reserve : {0.0, 0.25}) {
+    auto pf = optimize::read_policy("p.json", optimize::policy_json(pr, *sol, 0.05, reserve).dump(), s->w, pr.models->profile);
+    ASSERT_TRUE(pf.ok()) << pf.error().what;
+    EXPECT_DOUBLE_EQ(pf->reserve, reserve);
+  }
+  auto j = optimize::policy_json(pr, *sol, 0.05, 0.1);
+  for (double bad : {-0.1, 1.0, 2.0}) {
+    j["reserve"] = bad;
+    auto pf = optimize::read_policy("p.json", j.dump(), s->w, pr.models->profile);
+    ASSERT_FALSE(pf.ok()) << bad;
+    EXPECT_NE(pf.error().what.find("reserve"), std::string::npos) << pf.error().what;
+  }
+  j.erase("reserve");  // older files: the default reserve
+  auto old = optimize::read_policy("p.json", j.dump(), s->w, pr.models->profile);
+  ASSERT_TRUE(old.ok());
+  EXPECT_DOUBLE_EQ(old->reserve, optimize::OptimizeOptions{}.reserve);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ void add_run(CLI::App& root, Action& action) {
         if (a->json_out == "-") return kExitOk;
       }
       std::printf("true behaviour on the emulated GPU (%d steps each, first left out):\n%s", o.eval_steps,
-                  report::measured_table(r->plans, o.max_slowdown).c_str());
+                  report::measured_table(r->plans, o.max_slowdown, o.reserve).c_str());
       std::printf("report written to %s/ (report.html, summary.json, results.csv, packs.csv, policy.json, overlay.json)\n",
                   r->out_dir.c_str());
       return kExitOk;

@@ -89,6 +89,10 @@ struct Checked {
 // Past this gap between the predicted and the measured step energy (%, at the default clocks or at the
 // clocks of the plan handed out) the predicted saving does not hold: the run says so (a warning).
 inline constexpr double kEnergyDoubtPct = 3.0;
+// The mean slowdown (%) the check lets a plan have: max_slowdown less half the reserve. Every plan the
+// check measures — the optimizer's and each baseline's — is held to it, and the measured margin over
+// the best baseline compares at it (report::measured_margin).
+inline double check_accept_pct(double max_slowdown, double reserve) { return 100 * max_slowdown * (1 - reserve / 2); }
 // |predicted / measured − 1| in %, 0 where nothing was measured.
 double energy_gap_pct(double predicted_j, double measured_j);
 // The largest of those over the default clocks and the plan handed out (the accepted round's).

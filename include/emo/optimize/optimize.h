@@ -99,7 +99,7 @@ std::vector<int> solve_dp(const std::vector<std::vector<Option>>& packs, int64_t
 Result<Plan> exhaustive(const Problem& problem, double max_slowdown, int64_t max_combinations = 200000);
 
 // ---- the policy file (DESIGN.md §6, schema "emo-policy/1") ----
-nlohmann::json policy_json(const Problem& problem, const Solution& s, double max_slowdown);
+nlohmann::json policy_json(const Problem& problem, const Solution& s, double max_slowdown, double reserve = 0.1);
 // Checks a policy against a workload and device: schema, device name, ranks and GPU-op counts, and the
 // names of each pack's first/last op. Returns per pack (in the file's order) the clock and op range.
 struct AppliedPack {
@@ -112,6 +112,7 @@ struct PolicyFile {
   std::string device;
   int default_clock_mhz = 0;
   double max_slowdown = 0;
+  double reserve = 0.1;  // the reserve it was made and checked with (files without one: the default)
   std::vector<AppliedPack> packs;
   // Baselines stored beside the policy: per-pack clocks and issue times (same packs).
   struct Baseline {
