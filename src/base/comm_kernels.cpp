@@ -42,13 +42,14 @@ struct Rule {
 };
 
 // Libraries first (a word starting with the library's name, or its namespace), then collective words.
-constexpr std::array<Rule, 22> kRules{{
+constexpr std::array<Rule, 23> kRules{{
     {"_nccl", CommLibrary::kNccl},
     {"_rccl", CommLibrary::kRccl},
     {"_msccl", CommLibrary::kMsccl},
     {"_nvshmem", CommLibrary::kNvshmem},
     {"_deep_ep_", CommLibrary::kDeepEp},
     {"_deepep_", CommLibrary::kDeepEp},
+    {"_dpsk_ep_", CommLibrary::kDeepEp},  // DeepSeek's in-house build: dpsk::ep::internode::dispatch
     {"_uccl", CommLibrary::kUccl},
     {"_c10d_", CommLibrary::kTorch},
     {"_symm_mem_", CommLibrary::kTorch},

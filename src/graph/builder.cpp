@@ -526,25 +526,54 @@ class Builder {
     return best;
   }
 
+  // The communication kernel a host spin over [t0, t1] waits on when it ends
+  // while that kernel still runs (DeepEP's notify kernels write the host-mapped
+  // counters the host spins on before they finish): of the last op launched
+  // before `corr` on each stream, a communication kernel that started at least
+  // kPollToleranceNs into the spin and was still running at its end. kNoId when
+  // there is none.
+  NodeId signalling_op(uint32_t r, int64_t corr, int64_t t0, int64_t t1) const {
+    NodeId best = kNoId;
+    for (const auto& [key, so] : idx_[r].streams) {
+      NodeId n = last_before(r, key.first, key.second, corr);
+      if (n == kNoId || g_.kind[n] != NodeKind::kCommKernel) continue;
+      const int64_t s = g_.meas_start_ns[n], e = g_.meas_end_ns[n];
+      // It started well inside the spin (the host waited for the GPU to reach it)
+      // and still ran at its end.
+      if (s < t0 + kPollToleranceNs || s >= t1 || e <= t1 + kContradictionToleranceNs) continue;
+      if (best == kNoId || s > g_.meas_start_ns[best]) best = n;
+    }
+    return best;
+  }
+
   // Makes `last` (the node whose end is the loop's end) wait on `op`: a GPU ->
   // CPU sync edge whose latency is the measured wake-up, and the loop's time up
   // to the op's end becomes that wait (nodes first..last-1 take no time of their
   // own, `last` keeps what came after the op ended). So the loop ends when the
-  // op ends, however long the op runs in a what-if.
-  void make_poll_wait(uint32_t r, NodeId first, NodeId last, NodeId op) {
+  // op ends, however long the op runs in a what-if. With `signal`, the loop
+  // ended while `op` ran (it woke on memory the kernel writes): the edge runs
+  // from the op's start with the measured time from that start to the loop's
+  // end, so the loop ends when the kernel gets that far, however late it starts.
+  void make_poll_wait(uint32_t r, NodeId first, NodeId last, NodeId op, bool signal = false) {
     const int64_t t0 = g_.meas_start_ns[first], t1 = g_.meas_end_ns[last];
-    const int64_t op_end = g_.meas_end_ns[op];
+    const int64_t op_point = signal ? std::min(t1, g_.meas_end_ns[op]) : g_.meas_end_ns[op];
     for (NodeId k = first; k < last; ++k) g_.dur_ns[k] = 0;
     g_.kind[last] = NodeKind::kSyncCall;
-    g_.dur_ns[last] = std::clamp<int64_t>(t1 - op_end, 0, g_.meas_end_ns[last] - g_.meas_start_ns[last]);
+    g_.dur_ns[last] = std::clamp<int64_t>(t1 - op_point, 0, g_.meas_end_ns[last] - g_.meas_start_ns[last]);
     forced_edges_.push_back(static_cast<uint32_t>(g_.edges.size()));
-    add_edge(op, true, last, true, EdgeKind::kSync);
-    g_.stats.poll_wait_ns += std::max<int64_t>(0, op_end - t0);
+    add_edge(op, !signal, last, true, EdgeKind::kSync);
+    g_.stats.poll_wait_ns += std::max<int64_t>(0, op_point - t0);
     if (g_.stats.poll_example.empty()) {
       const RankTrace& t = ranks_[r];
-      g_.stats.poll_example = fmt::format(
-          "{} (thread {}), {:.3f} ms, ends {:.3f} ms after {} ends", t.strings.view(t.events[g_.event[last]].name),
-          g_.lanes[g_.lane[last]].tid, ms(t1 - t0), ms(t1 - op_end), g_.strings.view(g_.name[op]));
+      const int64_t op_end = g_.meas_end_ns[op];
+      g_.stats.poll_example =
+          signal ? fmt::format("{} (thread {}), {:.3f} ms, ends {:.3f} ms after {} starts, {:.3f} ms before it ends",
+                               t.strings.view(t.events[g_.event[last]].name), g_.lanes[g_.lane[last]].tid,
+                               ms(t1 - t0), ms(t1 - g_.meas_start_ns[op]), g_.strings.view(g_.name[op]),
+                               ms(op_end - t1))
+                 : fmt::format("{} (thread {}), {:.3f} ms, ends {:.3f} ms after {} ends",
+                               t.strings.view(t.events[g_.event[last]].name), g_.lanes[g_.lane[last]].tid,
+                               ms(t1 - t0), ms(t1 - op_end), g_.strings.view(g_.name[op]));
     }
   }
 
@@ -552,9 +581,13 @@ class Builder {
   // 1) a run of two or more event/stream queries on a thread, with nothing
   //    between them but Python frames, waits, unexplained gaps and error
   //    checks, that ends just after an op it can be waiting for ends;
-  // 2) an annotated range with nothing recorded inside it (the host spins on
-  //    memory the GPU writes, as DeepEP's dispatch waits do), at least
-  //    kPollMinRangeNs long, that ends just after such an op ends.
+  // 2) a stretch of an annotated range with nothing recorded in it (the host
+  //    spins on memory the GPU writes, as DeepEP's dispatch waits do): the whole
+  //    of a childless range, or a piece of a range's self time between its
+  //    children right after the call that launched the op it waits on, at
+  //    least kPollMinRangeNs long, that ends just after such an op ends, or
+  //    while a communication kernel launched before it and started inside it
+  //    still runs (signalling_op).
   void add_poll_waits(uint32_t r) {
     const RankTrace& t = ranks_[r];
     if (idx_[r].streams.empty()) return;
@@ -625,19 +658,34 @@ class Builder {
         make_poll_wait(r, first, last, op);
         ++g_.stats.poll_query_loops;
       }
-      // 2) childless annotated ranges: one node holding the whole event
+      // 2) spin stretches of annotated ranges: a node holding a childless range
+      //    whole, or one piece of a range's self time
       for (NodeId n = ln.first; n < ln.end; ++n) {
         if (g_.kind[n] != NodeKind::kCpuOp || g_.event[n] == kNoId) continue;
         const Event& e = t.events[g_.event[n]];
-        if (e.kind != EventKind::kUserAnnotation || e.dur_ns < kPollMinRangeNs) continue;
-        if (g_.meas_start_ns[n] != e.ts_ns + rank_base_[r] || g_.meas_end_ns[n] != e.ts_ns + e.dur_ns + rank_base_[r])
-          continue;  // it has children (or was clipped)
+        const int64_t t0 = g_.meas_start_ns[n], t1 = g_.meas_end_ns[n];
+        if (e.kind != EventKind::kUserAnnotation || t1 - t0 < kPollMinRangeNs) continue;
         if (t.strings.view(e.name).substr(0, 13) == "ProfilerStep#") continue;
-        const int64_t bound = launched_before(e.ts_ns + rank_base_[r]);
+        const int64_t bound = launched_before(t0);
         if (bound == trace::kNone) continue;
-        NodeId op = waited_op(r, bound, g_.meas_start_ns[n], g_.meas_end_ns[n]);
+        NodeId op = waited_op(r, bound, t0, t1);
+        bool signal = false;
+        if (op == kNoId) {
+          op = signalling_op(r, bound, t0, t1);
+          signal = true;
+        }
         if (op == kNoId) continue;
-        make_poll_wait(r, n, n, op);
+        const bool whole = t0 == e.ts_ns + rank_base_[r] && t1 == e.ts_ns + e.dur_ns + rank_base_[r];
+        if (!whole) {
+          // A piece of self time spins only right after the call that launched
+          // the op it waits on (DeepEP launches its notify kernel, then spins).
+          const int64_t op_corr = g_.event[op] == kNoId ? trace::kNone : t.events[g_.event[op]].correlation;
+          if (n == ln.first || op_corr == trace::kNone || g_.event[n - 1] == kNoId ||
+              (g_.kind[n - 1] != NodeKind::kRuntime && g_.kind[n - 1] != NodeKind::kSyncCall) ||
+              t.events[g_.event[n - 1]].correlation != op_corr)
+            continue;
+        }
+        make_poll_wait(r, n, n, op, signal);
         ++g_.stats.poll_ranges;
       }
     }

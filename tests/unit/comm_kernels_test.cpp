@@ -57,6 +57,15 @@ TEST(CommKernels, EveryLibrarysKernelsAreCommunication) {
   expect_library("void deep_ep::internode_ll::combine<3, 7168, 128>(void*, void*, int*, void const*)",
                  CommLibrary::kDeepEp);
   expect_library("DeepEPDispatchKernel", CommLibrary::kDeepEp);
+  // DeepSeek's in-house build of DeepEP (deepseek-ai/profile-data, train.json: DualPipe on H800).
+  expect_library("void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, long*, int, int const*)",
+                 CommLibrary::kDeepEp);
+  expect_library("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*)",
+                 CommLibrary::kDeepEp);
+  expect_library("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)",
+                 CommLibrary::kDeepEp);
+  expect_library("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int)",
+                 CommLibrary::kDeepEp);
   expect_library("void uccl::intranode::notify_dispatch<8>(int const*, int*, int)", CommLibrary::kUccl);
   // PyTorch: c10d's symmetric-memory, NVSHMEM all-to-all and intra-node kernels.
   expect_library("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16, 8>(float**, unsigned long)",
@@ -91,6 +100,9 @@ TEST(CommKernels, LookalikesAreNotCommunication) {
            "triton_red_fused__to_copy_all_reduce_sum_1",
            // DeepEP's layout kernel only counts tokens on this GPU.
            "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*)",
+           "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*)",
+           // DeepSeek's other in-house kernels are compute.
+           "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>(dpsk::Params)",
            "Memcpy DtoD (Device -> Device)",
            "",
            "::<>()",

@@ -220,6 +220,60 @@ TEST(Waits, ARangeEndingLongAfterTheKernelIsCpuWork) {
   EXPECT_DOUBLE_EQ(predict(w, {"^dispatch$=0.5"}), 20360);
 }
 
+// DeepEP's normal-mode dispatch as DeepSeek's DualPipe trace records it (deepseek-ai/profile-data,
+// train.json): inside the annotated range `dispatch(F)` [0, wake+5] the host launches the notify
+// kernel and spins, with nothing recorded, until the kernel writes the token counts to host memory,
+// 50 µs before the kernel ends; then it launches the dispatch kernel.
+// stream 7: attn_bwd [10,19000] (launched [1,6]); notify [19001,20401] (launched [10,15]), queued
+// behind it; spin [15,wake]; launch dispatch [wake,wake+5] -> dispatch [20402,24402].
+const char* kNotify = "void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, long*, int)";
+const char* kEpDispatch = "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*)";
+std::string notify_spin(double wake = 20351, bool op_between = false) {
+  TraceJson t;
+  t.cpu("dispatch(F)", 0, wake + 5, 1, "user_annotation")
+      .launch("attn_bwd", 7, 1, 10, 18990, 1)
+      .launch(kNotify, 7, 10, 19001, 1400, 2)
+      .launch(kEpDispatch, 7, wake, 20402, 4000, 3);
+  if (op_between) t.cpu("aten::empty", 15, 5);
+  return t.str();
+}
+
+TEST(Waits, SpinAfterTheNotifyLaunchEndsWhenTheKernelSignals) {
+  auto w = load({notify_spin()});
+  ASSERT_EQ(w.graph.stats.poll_ranges, 1);
+  EXPECT_NE(w.graph.stats.poll_example.find("before it ends"), std::string::npos) << w.graph.stats.poll_example;
+  auto a = analysis::analyze(w);
+  EXPECT_EQ(a.replayed_span_ns, 24'402'000);
+  EXPECT_NEAR(a.replay_error_pct, 0.0, 1e-9);
+  // attn_bwd x0.5: [10,9505]; notify [9506,10906]; the host wakes 1350 after notify starts, at
+  // 10856; dispatch is launched [10856,10861] and starts after notify, [10907,14907].
+  EXPECT_DOUBLE_EQ(predict(w, {"^attn_bwd$=0.5"}), 14907);
+  // attn_bwd x1.5: [10,28495]; notify [28496,29896]; wake 29846; dispatch [29897,33897].
+  EXPECT_DOUBLE_EQ(predict(w, {"^attn_bwd$=1.5"}), 33897);
+  // The path runs through the GPU work, not the 20 ms the host spun; the kernels are communication.
+  EXPECT_GE(part_ns(a, "gpu_compute"), 18'990'000);
+  EXPECT_GE(part_ns(a, "communication"), 4'000'000);
+  EXPECT_LT(part_ns(a, "cpu"), 100'000);
+}
+
+TEST(Waits, SpinThatDoesNotFollowTheLaunchOrStartsWithTheKernelIsCpuWork) {
+  // An op recorded between the launch and the stretch: the stretch is not the spin that follows
+  // the launch, so it stays CPU time and the host does not move with the GPU.
+  auto w = load({notify_spin(20351, true)});
+  EXPECT_EQ(w.graph.stats.poll_ranges, 0);
+  // attn_bwd x0.5: the host still launches dispatch at 20351; it starts 9 µs later (the launch
+  // latency the trace shows) and ends at 24360.
+  EXPECT_DOUBLE_EQ(predict(w, {"^attn_bwd$=0.5"}), 24360);
+  // The stream was idle: the notify kernel starts 5 µs after its launch, so the host did not wait
+  // for the GPU to reach it: [15,1415] is CPU time, not a wait on a kernel running [20,1420].
+  auto idle = load({TraceJson()
+                        .cpu("dispatch(F)", 0, 1420, 1, "user_annotation")
+                        .launch(kNotify, 7, 10, 20, 1400, 2)
+                        .launch(kEpDispatch, 7, 1415, 1421, 4000, 3)
+                        .str()});
+  EXPECT_EQ(idle.graph.stats.poll_ranges, 0);
+}
+
 TEST(Waits, VllmDecodeTqdmMonitorThreadIsLeftOut) {
   // A vLLM decode trace without ProfilerStep: the step is the profiler window, and
   // tqdm's monitor thread (tid 0, `threading.py ... wait` frames) began before the
