@@ -153,8 +153,11 @@ DeviceProfile make_a40() {
   return p;
 }
 
-// H100/H200: no DVFS sweep in ../shared, so the V(f) shape is A100's (knee at 0.79·f_max, floor
-// 0.824), anchored to the idle core voltage the nvidia-smi dumps report.
+// H100/H200: no DVFS sweep in ../shared and no public measured power-vs-SM-clock sweep found (searched
+// 2026-12-01, docs/models.md §3), so the V(f) shape is A100's (knee at 0.79·f_max, floor 0.824),
+// anchored to the idle core voltage the nvidia-smi dumps report. How much the savings move when the
+// knee, floor, static or dynamic power is off by ±20 %: docs/optimize.md, "Sensitivity to the
+// emulator's power parameters" (scripts/power_sensitivity.py).
 DeviceProfile make_hopper(const std::string& name, const std::string& model, double mem_mhz, double idle_w,
                           double floor_mv, const std::string& row) {
   DeviceProfile p;
@@ -168,12 +171,14 @@ DeviceProfile make_hopper(const std::string& name, const std::string& model, dou
   p.min_power_limit_w = S(200, "ANCHORS.md, Hardware facts, " + row + " row");
   p.idle_power_w = S(idle_w, std::string(kFacts) + ", " + row + " row");
   v100_latency(p, " (V100 measurement; no Hopper measurement in ../shared, assumed similar)");
-  p.voltage.knee_mhz = S(1575, "assumed: A100's knee fraction (1120/1410 = 0.794) of f_max; no Hopper DVFS sweep in ../shared");
-  p.voltage.floor_rel = S(0.824, "assumed: A100's fitted floor ratio");
+  p.voltage.knee_mhz = S(1575, "assumed: A100's knee fraction (1120/1410 = 0.794) of f_max; no Hopper DVFS "
+                               "sweep in ../shared or in public data found (sensitivity ±20 %: docs/optimize.md)");
+  p.voltage.floor_rel = S(0.824, "assumed: A100's fitted floor ratio (sensitivity ±20 %: docs/optimize.md)");
   p.voltage.floor_mv = S(floor_mv, std::string(kFacts) + ", " + row + " idle_core_voltage_mv (at 345 MHz)");
   mem_priors(p, "assumed: the V100 microbenchmark value (no Hopper memory-bound sweep in ../shared)");
-  p.power.const_w = S(idle_w, "assumed: the idle power");
-  p.power.dynamic_w = S(520, "assumed: TDP 700 W - const - memory at a fully busy max clock");
+  p.power.const_w = S(idle_w, "assumed: the idle power (sensitivity ±20 %: docs/optimize.md)");
+  p.power.dynamic_w = S(520, "assumed: TDP 700 W - const - memory at a fully busy max clock "
+                            "(sensitivity ±20 %: docs/optimize.md)");
   p.power.clock_frac = S(0.3, "assumed: see v100");
   p.power.mem_w = S(name == "h200" ? 105 : 90, "assumed: HBM at full bandwidth, ~2.5x its idle share (H200 idle HBM 41.8 W)");
   return p;

@@ -46,6 +46,7 @@ session::Options session_options(const RunOptions& o) {
   session::Options so;
   so.traces = o.traces;
   so.device = o.device;
+  so.profile_on = o.profile_on;
   so.profiled_dir = o.profiled_dir;
   so.optimize.max_slowdown = o.max_slowdown;
   so.optimize.reserve = o.reserve;

@@ -118,6 +118,34 @@ if [ -f "$tmp/summary.before" ]; then
   compgen -G "$rep.tmp.*" >/dev/null && fail "failed run over an existing report: a $rep.tmp.* folder is left behind"
 fi
 
+# ---- --profile-on: the emulated GPU from a modified profile file, the models keep --device's ----
+# (scripts/power_sensitivity.py) The same step on the same seed, once on the built-in h100 and once on
+# a copy with dynamic power x1.2: the summary names each, and the moved truth measures more energy.
+if "$emo" devices h100 --json "$tmp/h100.json" >/dev/null; then
+  python3 - "$tmp/h100.json" "$tmp/h100_dyn.json" <<'PY' || fail "writing the scaled profile"
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["devices"][0]["power_model"]["dynamic_w"]["value"] *= 1.2
+json.dump(j, open(sys.argv[2], "w"))
+PY
+  expect 0 "run --profile-on emulated:h100@2" -- "$emo" run "$tmp"/in/train-dp_rank*.json --device h100 \
+    --profile-on emulated:h100@2 -o "$tmp/po1" --json "$tmp/po1.json"
+  expect 0 "run --profile-on emulated:FILE@2" -- "$emo" run "$tmp"/in/train-dp_rank*.json --device h100 \
+    --profile-on "emulated:$tmp/h100_dyn.json@2" -o "$tmp/po2" --json "$tmp/po2.json"
+  python3 - "$tmp/po1.json" "$tmp/po2.json" "emulated:$tmp/h100_dyn.json@2" <<'PY' || fails=$((fails + 1))
+import json, sys
+a, b = (json.load(open(f))["summary"] for f in sys.argv[1:3])
+assert a["device"] == b["device"] == "h100", (a["device"], b["device"])
+assert a["evaluated_on"] == "emulated:h100@2" and b["evaluated_on"] == sys.argv[3], (a["evaluated_on"], b["evaluated_on"])
+assert b["energy_j"]["default"] > 1.01 * a["energy_j"]["default"], \
+    f"FAIL: dynamic power x1.2 in the emulated GPU did not raise the default energy: {a['energy_j']} vs {b['energy_j']}"
+PY
+else
+  fail "emo devices h100 --json"
+fi
+expect 1 "--profile-on a missing profile file" -- "$emo" run "$tmp"/in/train-dp_rank*.json \
+  --profile-on "emulated:$tmp/absent.json" -o "$tmp/po3"; no_folder "$tmp/po3" "--profile-on a missing profile file"
+
 # ---- interrupted run: SIGTERM a second into a bigger step ----
 # The built-in example (emo synth train-pp --ranks 4, synthesized by the run itself) takes a few
 # seconds in a Release build, so a second in it is mid-way. SIGTERM, not SIGINT: a background job of a

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../../src/emulator/truth.h"
 #include "emo/analysis/analysis.h"
+#include "emo/device/profile.h"
 #include "emo/emulator/emulator.h"
 #include "emo/model/datasets.h"
 #include "emo/synth/synth.h"
@@ -220,6 +223,62 @@ TEST(Emulator, SameSeedSameGpuDifferentSeedDifferentGpu) {
   EXPECT_EQ(a->step_ns, b->step_ns);
   EXPECT_EQ(a->energy_j, b->energy_j);
   EXPECT_NE(a->energy_j, c->energy_j);
+}
+
+// scripts/power_sensitivity.py moves one power parameter of the h100 profile in a profile file and
+// builds the emulated GPU from it: the file must load, and the GPU drawn from it (same seed, so the
+// same ±3–7 % draw) must move by exactly that factor where the truth's formula says it does.
+TEST(Emulator, ScaledProfileFileMovesTheTruthByItsFactor) {
+  const device::DeviceProfile h100 = *device::builtin_profile("h100");
+  const std::string dir = test::temp_dir("emulator_scaled_profile");
+  auto scaled = [&](const char* group, const char* key, double factor) {
+    auto j = nlohmann::json::parse(device::profile_to_json(h100));
+    j[group][key]["value"] = j[group][key]["value"].get<double>() * factor;
+    const std::string path = dir + "/h100_" + key + ".json";
+    std::ofstream(path) << j.dump(1);
+    auto p = device::load_profile(path);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    return *p;
+  };
+  const uint64_t seed = 3;
+  const detail::GpuTruth g0 = detail::make_gpu_truth(h100, seed);
+  const detail::KernelTruth fma = detail::fma_truth();  // no memory term: power is static + V²·f dynamic
+  const double below_knee = 990, f_max = h100.max_clock_mhz();
+
+  // Dynamic power x1.2: the dynamic part at any clock is 1.2x, static unchanged.
+  const detail::GpuTruth gd = detail::make_gpu_truth(scaled("power_model", "dynamic_w", 1.2), seed);
+  EXPECT_NEAR(gd.dynamic_w / g0.dynamic_w, 1.2, 1e-12);
+  EXPECT_NEAR(gd.dynamic_part_w(fma, below_knee) / g0.dynamic_part_w(fma, below_knee), 1.2, 1e-9);
+  EXPECT_EQ(gd.static_w, g0.static_w);
+
+  // Static power x0.8: below the knee the leakage is static_w itself, so busy power falls by 0.2·static_w.
+  const detail::GpuTruth gs = detail::make_gpu_truth(scaled("power_model", "const_w", 0.8), seed);
+  EXPECT_NEAR(gs.power_w(fma, below_knee) - g0.power_w(fma, below_knee), -0.2 * g0.static_w, 1e-9);
+  EXPECT_NEAR(gs.dynamic_part_w(fma, below_knee), g0.dynamic_part_w(fma, below_knee), 1e-9);
+
+  // Voltage floor x0.8: dynamic power below the knee goes as V², i.e. 0.64x; at f_max V = 1 either way.
+  const detail::GpuTruth gf = detail::make_gpu_truth(scaled("voltage", "floor_rel", 0.8), seed);
+  EXPECT_NEAR(gf.v_floor / g0.v_floor, 0.8, 1e-12);
+  EXPECT_NEAR(gf.dynamic_part_w(fma, below_knee) / g0.dynamic_part_w(fma, below_knee), 0.64, 1e-9);
+  EXPECT_NEAR(gf.dynamic_part_w(fma, f_max), g0.dynamic_part_w(fma, f_max), 1e-9);
+
+  // Voltage knee x0.8 (1575 -> 1260 MHz): at 1400 MHz the voltage rises above the floor, which it did
+  // not before; below the new knee nothing changes.
+  const detail::GpuTruth gk = detail::make_gpu_truth(scaled("voltage", "knee_mhz", 0.8), seed);
+  EXPECT_NEAR(gk.v_knee / g0.v_knee, 0.8, 1e-12);
+  EXPECT_EQ(g0.voltage(1400), g0.v_floor);
+  EXPECT_GT(gk.voltage(1400), g0.voltage(1400) + 0.01);
+  EXPECT_EQ(gk.voltage(below_knee), g0.voltage(below_knee));
+
+  // The whole emulated GPU: time does not depend on the power parameters, energy does.
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 2);
+  RunOptions o;
+  o.jitter = 0;
+  auto base = EmulatedGpu(h100, seed).run(w, ClockSchedule::locked(1200), o);
+  auto more = EmulatedGpu(scaled("power_model", "dynamic_w", 1.2), seed).run(w, ClockSchedule::locked(1200), o);
+  ASSERT_TRUE(base && more);
+  EXPECT_EQ(base->step_ns, more->step_ns);
+  EXPECT_GT(more->energy_j, base->energy_j * 1.03);
 }
 
 // ---- the truth's curves against measured DVFS data ----

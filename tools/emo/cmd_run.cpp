@@ -33,6 +33,9 @@ void add_run(CLI::App& root, Action& action) {
   sub->add_option("traces", a->options.traces, "trace files, one per rank (default: the built-in example)");
   sub->add_option("--device", a->options.device, "target device: profile name (h100, a100, ...), file, or emulated:NAME")
       ->capture_default_str();
+  sub->add_option("--profile-on", a->options.profile_on,
+                  "the emulated GPU that profiles, checks and evaluates, e.g. emulated:FILE@3 for one built from a "
+                  "modified profile while the models keep --device's (default: emulated:DEVICE)");
   sub->add_option("--max-slowdown", a->options.max_slowdown, "allowed step-time increase, e.g. 0.05 = 5 %")
       ->capture_default_str();
   sub->add_option("--reserve", a->options.reserve,

@@ -29,6 +29,8 @@ synth::Options example_options();
 struct RunOptions {
   std::vector<std::string> traces;  // one file per rank; empty = synthesize the example into DIR/input/
   std::string device = "h100";      // profile name or file, or emulated:NAME (profiled and evaluated there)
+  std::string profile_on;           // where profiling, the check and the evaluation run; empty = the device's
+                                    // emulated GPU (session::Options::profile_on)
   double max_slowdown = 0.05;
   double reserve = 0.1;             // part of max_slowdown kept back for model error (OptimizeOptions::reserve)
   std::string out_dir = "emo-report";
