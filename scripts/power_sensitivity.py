@@ -62,22 +62,19 @@ def parse_list(s, conv=str):
     return [conv(x) for x in s.split(",") if x.strip()]
 
 
-def parse_seeds(s):
-    out = []
-    for part in s.split(","):
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            out.append(int(part))
-    if not out:
-        sys.exit("--seeds: no seed")
-    return out
+def _seeds_script():
+    """scripts/savings_over_seeds.py, for its seed-list parser and error line (one of each)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "savings_over_seeds", os.path.join(os.path.dirname(os.path.abspath(__file__)), "savings_over_seeds.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
 
 
-def first_line(text, rc):
-    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
-    return lines[0] if lines else f"exit {rc}"
+_SEEDS = _seeds_script()
+parse_seeds = _SEEDS.parse_seeds
+first_line = _SEEDS.first_line
 
 
 def get_field(profile, path):
