@@ -98,20 +98,7 @@ def write_profile(base, path, key, factor, out):
     return old, field["value"]
 
 
-def run_emo(cmd, timeout):
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s", time.monotonic() - t0
-    dt = time.monotonic() - t0
-    if p.returncode != 0:
-        return None, first_line(p.stderr, p.returncode), dt
-    try:
-        j = json.loads(p.stdout)
-    except json.JSONDecodeError as e:
-        return None, f"bad JSON from emo run: {e}", dt
-    return j.get("summary", j), None, dt
+run_emo = _SEEDS.run_emo
 
 
 def main():

@@ -13,13 +13,8 @@ using test::TraceJson;
 
 analysis::Workload load(const std::vector<std::string>& jsons) { return test::workload_of(jsons); }
 
-// Predicted step span (µs) with the given scales.
 double predict(const analysis::Workload& w, const std::vector<std::string>& scales) {
-  std::vector<analysis::Scale> ss;
-  for (const auto& s : scales) ss.push_back(*analysis::parse_scale(s));
-  auto r = analysis::what_if(w, ss);
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
-  return r.ok() ? static_cast<double>(r->predicted_span_ns) / 1000.0 : -1;
+  return test::predicted_span_us(w, scales);
 }
 
 int64_t slack_us_of(const analysis::Workload& w, const analysis::Analysis& a, const std::string& name) {

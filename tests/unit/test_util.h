@@ -95,6 +95,21 @@ inline analysis::Workload workload_of(const std::vector<std::string>& jsons) {
   return w.ok() ? std::move(w).value() : analysis::Workload{};
 }
 
+// The step span (µs) `emo whatif` predicts for the workload with the given scales ("gemm=1.5", ...);
+// -1 (and a failed test) where a scale does not parse or the what-if fails.
+inline double predicted_span_us(const analysis::Workload& w, const std::vector<std::string>& scales) {
+  std::vector<analysis::Scale> ss;
+  for (const auto& s : scales) {
+    auto sc = analysis::parse_scale(s);
+    EXPECT_TRUE(sc.ok()) << s;
+    if (!sc.ok()) return -1;
+    ss.push_back(*sc);
+  }
+  auto r = analysis::what_if(w, ss);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+  return r.ok() ? static_cast<double>(r->predicted_span_ns) / 1000.0 : -1;
+}
+
 // The device `spec` names ("emulated:h100", "h100", ...), opened once for the test binary's life;
 // a spec that does not open throws (the test fails with its message).
 inline const backends::Target& target(const std::string& spec) {
