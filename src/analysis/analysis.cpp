@@ -15,6 +15,8 @@ using graph::NodeKind;
 
 Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options) {
   if (paths.empty()) return make_error("", "no trace file given");
+  if (std::count(paths.begin(), paths.end(), "-") > 1)
+    return make_error("-", "standard input is given as more than one trace", "give - for one rank's trace at most");
   std::vector<trace::RankTrace> ranks;
   ranks.reserve(paths.size());
   for (const std::string& p : paths) {

@@ -11,7 +11,7 @@
 namespace emo::pipeline {
 
 std::optional<PlanFileFormat> plan_file_format(const std::string& path) {
-  if (path.ends_with(".py")) return PlanFileFormat::kPerseusPy;
+  if (path.ends_with(".py") || path == "-") return PlanFileFormat::kPerseusPy;
   if (path.ends_with(".csv")) return PlanFileFormat::kCsv;
   return std::nullopt;
 }

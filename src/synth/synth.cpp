@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <system_error>
@@ -198,6 +199,26 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
   if (ec || !std::filesystem::is_directory(dir)) {
     return make_error(dir, "cannot create output directory" + (ec ? ": " + ec.message() : std::string()),
                       "pass a writable directory with -o");
+  }
+  // Rank files of an earlier, larger run would be read with these as one step (DIR/*.json).
+  std::vector<std::string> stale;
+  const std::string prefix = std::string(workload_name(o.workload)) + "_rank";
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    size_t end = prefix.size();
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    const std::string tail = name.substr(end);
+    if (end == prefix.size() || end - prefix.size() > 6 || (tail != ".json" && tail != ".json.gz")) continue;
+    if (std::stoi(name.substr(prefix.size(), end - prefix.size())) >= o.ranks) stale.push_back(name);
+  }
+  if (!stale.empty()) {
+    std::sort(stale.begin(), stale.end());
+    return make_error(dir, fmt::format("holds {}{} of an earlier run with more ranks than --ranks {}: they would be "
+                                       "read with the new files as one step",
+                                       stale.front(), stale.size() > 1 ? fmt::format(" and {} more", stale.size() - 1) : "",
+                                       o.ranks),
+                      "remove them, or give -o another folder");
   }
   const Options sized = resolve(o);
   std::vector<std::unique_ptr<AtomicFile>> out;

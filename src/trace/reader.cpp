@@ -4,7 +4,10 @@
 // Demand walks in place, turning each complete event into one compact Event
 // row. Malformed events are counted with an example; only a broken file is fatal.
 #include <simdjson.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -260,12 +263,69 @@ Result<Buffer> load_gzip(const std::string& path, std::FILE* f, size_t file_size
   return buf;
 }
 
-Result<Buffer> load(const std::string& path) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
+// A pipe, FIFO or socket (standard input as a rule): read to its end, its size unknown.
+Result<Buffer> load_stream(const std::string& path, int fd) {
+  Buffer buf;
+  size_t n = 0;
+  for (;;) {
+    if (n == buf.capacity() && !buf.reserve(buf.capacity() + buf.capacity() / 2 + (size_t{1} << 20)))
+      return make_error(path, "out of memory reading the file");
+    const ssize_t got = ::read(fd, buf.data() + n, buf.capacity() - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return read_error(path, errno);
+    if (got == 0) break;
+    n += static_cast<size_t>(got);
+  }
+  buf.set_size(n);
+  if (n < 2 || static_cast<unsigned char>(buf.data()[0]) != 0x1f || static_cast<unsigned char>(buf.data()[1]) != 0x8b)
+    return buf;
+  FilePtr f(::fmemopen(buf.data(), n, "rb"));
   if (!f) return read_error(path, errno);
+  return load_gzip(path, f.get(), n);
+}
+
+// "-" is standard input. A FIFO nothing has been written to yet says that emo waits for its writer
+// (reading blocks until one writes or closes it).
+int open_trace(const std::string& path) {
+  if (path == "-") return ::dup(STDIN_FILENO);
+  struct stat named {};
+  if (::stat(path.c_str(), &named) != 0 || !S_ISFIFO(named.st_mode)) return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fd;
+  pollfd ready{fd, POLLIN, 0};
+  if (::poll(&ready, 1, 0) == 0) {
+    std::fprintf(stderr, "note: %s is a FIFO and nothing has been written to it yet: waiting for a writer\n", path.c_str());
+    while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+    }
+  }
+  ::fcntl(fd, F_SETFL, O_RDONLY);  // blocking again: read to the writer's end
+  return fd;
+}
+
+Result<Buffer> load(const std::string& path) {
+  const int fd = open_trace(path);
+  if (fd < 0) return read_error(path, errno);
   struct stat st {};
-  if (fstat(fileno(f.get()), &st) != 0) return read_error(path, errno);
-  if (S_ISDIR(st.st_mode)) return read_error(path, EISDIR);
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return read_error(path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const bool device = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode), dir = S_ISDIR(st.st_mode);
+    Result<Buffer> buf = device ? Result<Buffer>(make_error(path, "is a device, not a trace file",
+                                                            "give a trace file (.json or .json.gz), or - for standard input"))
+                         : dir  ? Result<Buffer>(read_error(path, EISDIR))
+                                : load_stream(path, fd);
+    ::close(fd);
+    return buf;
+  }
+  FilePtr f(::fdopen(fd, "rb"));
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    return read_error(path, err);
+  }
   size_t size = static_cast<size_t>(st.st_size);
   unsigned char magic[2] = {0, 0};
   size_t got = std::fread(magic, 1, 2, f.get());

@@ -140,6 +140,11 @@ assert isinstance(s, list) and s, s
 for stage in s:
     assert len(stage) == 8 and all(isinstance(n, str) and n in ('forward', 'backward') and isinstance(f, int) for n, f in stage), stage
 " "$tmp/freqs.py" || { echo "FAIL: pipeline plan for Perseus: not the list Perseus reads"; fails=$((fails + 1)); }
+# '-' is stdout for the plan too (Perseus' .py form), without the text summary; not beside --json -.
+expect 0 "pipeline plan on stdout" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --max-slowdown 0.1 --plan -
+cmp -s "$tmp/out" "$tmp/freqs.py" || { echo "FAIL: pipeline --plan -: not the .py plan alone"; fails=$((fails + 1)); }
+expect 2 "pipeline plan and json on stdout" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --plan - --json -
+says "pipeline plan and json on stdout" "^error: --plan -: standard output is also --json's"
 expect 1 "pipeline plan faster than possible" -- "$emo" pipeline --profile "$tmp/prof.csv" --microbatches 4 --blocking-power 80 --plan-at 1e-9
 says "pipeline plan faster than possible" "^error: --plan-at: no plan finishes within"
 # A pipeline option given is used or refused: 0 (or NaN) used to mean "the default" for --unit-time
@@ -325,6 +330,31 @@ expect 0 "optimize rank 1 of 2 alone" -- "$emo" optimize "$tmp/tdp2/train-dp_ran
 "$emo" synth train-dp --ranks 4 --layers 2 --steps 2 -o "$tmp/tdp4" >/dev/null
 expect 1 "ranks of a 2-rank and a 4-rank run" -- "$emo" analyze "$tmp/tdp2/train-dp_rank0.json" "$tmp/tdp4/train-dp_rank1.json"
 says "ranks of a 2-rank and a 4-rank run" "world_size 4 is not the world_size 2"
+
+# A trace on standard input ('-'), plain or gzip; only once; a device or a FIFO is named as such.
+expect 0 "trace on stdin" -- sh -c '"$0" analyze - <"$1"' "$emo" "$tmp/good.json"
+grep -q '^step span: measured 0.110 ms' "$tmp/out" || { echo "FAIL: trace on stdin: not the step"; fails=$((fails + 1)); }
+expect 0 "gzip trace on stdin" -- sh -c 'gzip -c "$1" | "$0" analyze - --json -' "$emo" "$tmp/good.json"
+grep -q '"measured_span_us": 110' "$tmp/out" || { echo "FAIL: gzip trace on stdin: not the step"; fails=$((fails + 1)); }
+expect 1 "stdin as two traces" -- sh -c '"$0" analyze - - <"$1"' "$emo" "$tmp/good.json"
+says "stdin as two traces" "^error: -: standard input is given as more than one trace"
+expect 1 "a device as trace" -- "$emo" analyze /dev/zero
+says "a device as trace" "^error: /dev/zero: is a device, not a trace file"
+mkfifo "$tmp/fifo"
+timeout 60 "$emo" analyze "$tmp/fifo" >"$tmp/fifo.out" 2>"$tmp/fifo.err" &
+fifo_pid=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do grep -q . "$tmp/fifo.err" && break; sleep 0.5; done
+grep -q "^note: $tmp/fifo is a FIFO and nothing has been written to it yet: waiting for a writer" "$tmp/fifo.err" ||
+  { echo "FAIL: a FIFO without a writer: no note that emo waits"; fails=$((fails + 1)); }
+cat "$tmp/good.json" >"$tmp/fifo"
+wait "$fifo_pid" && grep -q '^step span: measured 0.110 ms' "$tmp/fifo.out" ||
+  { echo "FAIL: the trace written to the FIFO was not analyzed"; fails=$((fails + 1)); }
+
+# synth into a folder with an earlier, larger run's rank files: refused, not mixed in.
+expect 1 "synth over a larger run" -- "$emo" synth train-dp --ranks 2 --layers 2 --steps 2 -o "$tmp/tdp4"
+says "synth over a larger run" "^error: $tmp/tdp4: holds train-dp_rank2.json and 1 more of an earlier run"
+[ -e "$tmp/tdp4/train-dp_rank3.json" ] || { echo "FAIL: synth removed an earlier file"; fails=$((fails + 1)); }
+expect 0 "synth over a run of as many ranks" -- "$emo" synth train-dp --ranks 4 --layers 2 --steps 2 -o "$tmp/tdp4"
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -26,11 +26,16 @@ int run(const PipelineArgs& a) {
   if (Status st = check_outputs({a.job.profile, a.job.compare}, {{"--json", a.json_out}, {"--plan", a.job.plan_file}});
       !st.ok())
     return fail(st.error());
+  if (a.json_out == "-" && a.job.plan_file == "-") {
+    fail(make_error("--plan -", "standard output is also --json's", "give one of them a file"));
+    return kExitUsage;
+  }
   pipeline::JobOptions o = a.job;
   if (a.plan_at_opt->count()) o.plan_at_s = a.plan_at;
   if (a.max_slowdown_opt->count()) o.max_slowdown = a.max_slowdown;
   auto r = pipeline::run_job(o);
   if (!r) return fail(r.error());
+  for (const auto& w : r->warnings) warn(w);  // stderr, whichever output goes to stdout
   if (!o.plan_file.empty()) {
     Status st = write_file_atomic(o.plan_file, r->plan->file_text);
     if (!st.ok()) return fail(st.error());
@@ -38,10 +43,8 @@ int run(const PipelineArgs& a) {
   if (!a.json_out.empty()) {
     Status s = write_file_atomic(a.json_out, pipeline::job_json(*r).dump(1) + "\n");
     if (!s.ok()) return fail(s.error());
-    if (a.json_out == "-") return kExitOk;
   }
-  std::fputs(pipeline::job_text(*r).c_str(), stdout);
-  for (const auto& w : r->warnings) warn(w);
+  if (a.json_out != "-" && o.plan_file != "-") std::fputs(pipeline::job_text(*r).c_str(), stdout);
   return kExitOk;
 }
 
@@ -78,7 +81,8 @@ void add_pipeline(CLI::App& root, Action& action) {
   sub->add_option("--plan", job.plan_file,
                   "write the chosen point's plan: FILE.py is the frequency file of Perseus' PointSolution "
                   "scheduler (per stage, its (instruction, MHz) in execution order), FILE.csv one row per "
-                  "instruction. The point: see --plan-at and --max-slowdown; neither: the least-energy point");
+                  "instruction, '-' the .py form on stdout. The point: see --plan-at and --max-slowdown; neither: the "
+                  "least-energy point");
   args->plan_at_opt = sub->add_option(
       "--plan-at", args->plan_at, "choose the least-energy point whose iteration time is at most SECONDS");
   args->max_slowdown_opt =

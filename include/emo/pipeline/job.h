@@ -44,7 +44,8 @@ inline constexpr int kMaxJobMicrobatches = 4096;
 // --unit-time: the largest time quantum, in seconds.
 inline constexpr double kMaxJobUnitTimeS = 3600;
 
-// The plan file formats of --plan, from its name: ".py" | ".csv" (anything else: nullopt).
+// The plan file formats of --plan, from its name: ".py" | ".csv" (anything else: nullopt); "-" (standard
+// output) is the .py form.
 enum class PlanFileFormat { kPerseusPy, kCsv };
 std::optional<PlanFileFormat> plan_file_format(const std::string& path);
 
