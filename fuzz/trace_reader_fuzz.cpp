@@ -1,11 +1,17 @@
 // libFuzzer target for the trace reader: any byte string must give either an
 // Error or tables that hold the reader's invariants, and select_step must keep
-// them; a crash, a sanitizer report or a trap here is a bug in trace/.
+// them; a crash, a sanitizer report or a trap here is a bug in trace/. A trace
+// that reads also goes through the step's doubt checks (analysis::step_warnings,
+// analysis::device_warnings), which must not fail on any of them.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "emo/analysis/analysis.h"
 #include "emo/trace/trace.h"
 
 namespace {
@@ -50,5 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   emo::Result<int64_t> step = emo::trace::select_step(r.value(), std::nullopt);
   check(step.ok());
   check_tables(r.value());
+  std::vector<emo::trace::RankTrace> ranks;
+  ranks.push_back(std::move(r).value());
+  emo::Result<emo::analysis::Workload> w = emo::analysis::assemble(std::move(ranks), {});
+  if (!w.ok()) return 0;
+  const emo::analysis::Analysis a = emo::analysis::analyze(w.value());
+  for (const std::string& text : emo::analysis::step_warnings(w.value(), a)) check(!text.empty());
+  for (const std::string& text : emo::analysis::device_warnings(w.value(), "h100")) check(!text.empty());
   return 0;
 }

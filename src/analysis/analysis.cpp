@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
+
+#include "emo/trace/runtime_calls.h"
 
 namespace emo::analysis {
 
@@ -41,6 +44,15 @@ Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions
                                     sized->path),
                         "give one trace file per rank of the same run");
     if (!sized) sized = &t;
+  }
+  if (sized && w.ranks.size() > 1) {
+    for (const auto& t : w.ranks) {
+      if (t.world_size < 1)
+        return make_error(t.path,
+                          fmt::format("has no distributedInfo.world_size, while {} has world_size {}: not one run",
+                                      sized->path, sized->world_size),
+                          "give one trace file per rank of the same run");
+    }
   }
   // Order by rank: distributedInfo.rank where every file has one, else file order.
   bool all_ranked = std::all_of(w.ranks.begin(), w.ranks.end(), [](const auto& t) { return t.rank >= 0; });
@@ -162,6 +174,82 @@ std::vector<std::string> import_warnings(const Workload& w) {
         "profiler's window (its 'Trace' span){} (outside_profiler_window in import_stats of --json)",
         t.path.empty() ? "" : t.path + ": ", t.stats.outside_profiler_window,
         example.empty() ? "" : "; e.g. " + example));
+  }
+  return out;
+}
+
+std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
+  std::vector<std::string> out = import_warnings(w);
+  const trace::RankTrace& first = w.ranks.front();
+  if (first.world_size > static_cast<int>(w.ranks.size())) {
+    out.push_back(fmt::format("{} of the {} ranks of the run (distributedInfo.world_size) given: the step is "
+                              "modelled from these ranks alone, their collectives' waits as recorded",
+                              w.ranks.size(), first.world_size));
+  }
+  for (const trace::RankTrace& t : w.ranks) {
+    if (t.device_name.empty() || first.device_name.empty() || t.device_name == first.device_name) continue;
+    out.push_back(fmt::format("{} ran on {}, {} on {}: traces of one run come from one kind of GPU", t.path,
+                              t.device_name, first.path, first.device_name));
+    break;
+  }
+  // Launch calls whose GPU op is not in the step (the profiler lost it, it ran past the recording, or
+  // the launch was captured into a CUDA graph). Memsets are left out: CUPTI often records no activity
+  // for a cudaMemsetAsync (most H100 traces of ../shared/traces miss some).
+  int64_t launches = 0, lost = 0;
+  std::string lost_example;
+  for (const trace::RankTrace& t : w.ranks) {
+    std::set<int64_t> done;
+    for (const trace::Event& e : t.events)
+      if (trace::is_gpu_op(e.kind) && e.correlation != trace::kNone) done.insert(e.correlation);
+    for (const trace::Event& e : t.events) {
+      if ((e.kind != trace::EventKind::kRuntime && e.kind != trace::EventKind::kDriver) || e.correlation == trace::kNone)
+        continue;
+      const trace::RuntimeCall call = trace::classify_runtime_call(t.strings.view(e.name));
+      if (!trace::launches_gpu_work(call) || call == trace::RuntimeCall::kMemset) continue;
+      ++launches;
+      if (done.count(e.correlation) != 0) continue;
+      if (lost++ == 0) lost_example = fmt::format("{} (correlation {})", t.strings.view(e.name), e.correlation);
+    }
+  }
+  if (lost > 0 && 100.0 * double(lost) >= kLostLaunchDoubtPct * double(launches)) {
+    out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
+                              "e.g. {}: the GPU work they started is missing from the step",
+                              lost, launches, kLostLaunchDoubtPct, lost_example));
+  }
+  if (std::abs(a.replay_error_pct) > kReplayDoubtPct) {
+    out.push_back(fmt::format("the replay of the step takes {:+.1f} % the time the trace measured (more than "
+                              "{:g} % off): what emo predicts rests on a replay that does not reproduce the step",
+                              a.replay_error_pct, kReplayDoubtPct));
+  }
+  return out;
+}
+
+std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name) {
+  // Model numbers as products spell them: "v100", "h100", "mi250", "t4" (a letter or three, then digits,
+  // at the start of a word).
+  auto models = [](const std::string& name) {
+    std::vector<std::string> found;
+    std::string low;
+    for (char c : name) low.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    for (size_t i = 0; i < low.size();) {
+      size_t j = i;
+      while (j < low.size() && std::isalpha(static_cast<unsigned char>(low[j]))) ++j;
+      size_t k = j;
+      while (k < low.size() && std::isdigit(static_cast<unsigned char>(low[k]))) ++k;
+      const bool word_start = i == 0 || !std::isalnum(static_cast<unsigned char>(low[i - 1]));
+      if (word_start && j > i && j - i <= 3 && k > j) found.push_back(low.substr(i, k - i));  // "mi250x": mi250
+      i = k > i ? k : i + 1;
+    }
+    return found;
+  };
+  const std::vector<std::string> wanted = models(profile_name);
+  std::vector<std::string> out;
+  for (const trace::RankTrace& t : w.ranks) {
+    const std::vector<std::string> got = models(t.device_name);
+    if (got.empty() || wanted.empty() || std::find(got.begin(), got.end(), wanted.front()) != got.end()) continue;
+    out.push_back(fmt::format("{}was recorded on {}, not the {} of --device: its GPU times are taken as {}'s",
+                              t.path.empty() ? "the trace " : t.path + " ", t.device_name, profile_name, profile_name));
+    break;
   }
   return out;
 }

@@ -143,10 +143,10 @@ json plan_document(const optimize::Plan& p, const optimize::Plan& base) {
           {"saving_pct", pct_saved(p.energy_j, base.energy_j)}};
 }
 
-// The doubt an optimization leaves: the step's import (events dropped or outside the profiler window),
-// signatures the models could not fit and, where it ran, the check's predicted-against-measured energy.
+// The doubt an optimization leaves: the step's (step_warnings: its import, missing ranks, lost launches,
+// the replay's error, a trace of another GPU than --device), signatures the models could not fit and, where it ran, the check's predicted-against-measured energy.
 std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& c) {
-  std::vector<std::string> out = analysis::import_warnings(**s.workload());
+  std::vector<std::string> out = *step_warnings(s);  // the solution exists: so does the analysis
   if (auto m = s.models(); m.ok()) {
     for (auto& w : pack::fit_warnings(**s.packing(), **m)) out.push_back(std::move(w));
   }
@@ -252,6 +252,14 @@ Result<json> evaluate_document(Session& s) {
   j["max_slowdown"] = (*s.policy())->max_slowdown;
   j["margin"] = margin_json(measured_margin(**ev, (*s.policy())->max_slowdown, (*s.policy())->reserve));
   return j;
+}
+
+Result<std::vector<std::string>> step_warnings(Session& s) {
+  auto an = s.analysis();
+  if (!an) return an.error();
+  std::vector<std::string> out = analysis::step_warnings(**s.workload(), **an);
+  for (auto& w : analysis::device_warnings(**s.workload(), s.profile().name)) out.push_back(std::move(w));
+  return out;
 }
 
 Result<std::vector<std::string>> run_warnings(Session& s) {

@@ -258,8 +258,14 @@ says "run for a billion steps" "^error: --steps: must be from 2"
 expect 0 "optimize whose check doubts its prediction" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device a100 \
   --profile-on emulated:a100@2 --min-pack-ms 2 --json "$tmp/doubt.json"
 says "optimize whose check doubts its prediction" "^warning: the check measured a step energy"
-python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['check']['energy_gap_pct'] > 3 and len(j['warnings']) == 1, j['warnings']" \
-  "$tmp/doubt.json" || { echo "FAIL: doubt in --json"; fails=$((fails + 1)); }
+# The trace was recorded on an H100, the models are of an A100: said too, apart from the check's doubt.
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+w = j['warnings']
+assert j['check']['energy_gap_pct'] > 3 and sum(x.startswith('the check measured') for x in w) == 1, w
+assert sum('not the a100 of --device' in x for x in w) == 1 and len(w) == 2, w
+" "$tmp/doubt.json" || { echo "FAIL: doubt in --json"; fails=$((fails + 1)); }
 expect 0 "optimize whose check agrees" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 --json "$tmp/nodoubt.json"
 if grep -q "^warning:" "$tmp/err"; then echo "FAIL: optimize whose check agrees: warned"; fails=$((fails + 1)); fi
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['check']['energy_gap_pct'] < 3 and j['warnings'] == [], j" \
@@ -349,6 +355,33 @@ grep -q "^note: $tmp/fifo is a FIFO and nothing has been written to it yet: wait
 cat "$tmp/good.json" >"$tmp/fifo"
 wait "$fifo_pid" && grep -q '^step span: measured 0.110 ms' "$tmp/fifo.out" ||
   { echo "FAIL: the trace written to the FIFO was not analyzed"; fails=$((fails + 1)); }
+
+# Doubts about the step: warned on stderr (and in --json where there is one), never a silent answer.
+expect 1 "a ranked trace with one of no run" -- "$emo" analyze "$tmp/rank0.json" "$tmp/good.json"
+says "a ranked trace with one of no run" "^error: $tmp/good.json: has no distributedInfo.world_size, while $tmp/rank0.json has world_size 2"
+expect 0 "one rank of two" -- "$emo" analyze "$tmp/rank1.json"
+says "one rank of two" "^warning: 1 of the 2 ranks of the run (distributedInfo.world_size) given"
+expect 0 "both ranks" -- "$emo" analyze "$tmp/rank0.json" "$tmp/rank1.json"
+if grep -q "^warning:" "$tmp/err"; then echo "FAIL: both ranks: warned"; sed 's/^/  | /' "$tmp/err"; fails=$((fails + 1)); fi
+sed 's/^{"traceEvents"/{"deviceProperties":[{"id":0,"name":"Tesla V100-SXM2-32GB"}],"traceEvents"/' "$tmp/good.json" >"$tmp/v100.json"
+expect 0 "a V100 trace against h100" -- "$emo" pack "$tmp/v100.json" --device h100
+says "a V100 trace against h100" "^warning: $tmp/v100.json was recorded on Tesla V100-SXM2-32GB, not the h100 of --device"
+expect 0 "a V100 trace against v100" -- "$emo" pack "$tmp/v100.json" --device v100
+if grep -q "^warning:" "$tmp/err"; then echo "FAIL: a V100 trace against v100: warned"; fails=$((fails + 1)); fi
+# Two kernels recorded at once on one stream: the replay runs them one after the other (+91 %).
+sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}},\n{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":2}}/' \
+  "$tmp/good.json" >"$tmp/overlap.json"
+expect 0 "a replay far from the trace" -- "$emo" analyze "$tmp/overlap.json" --json "$tmp/overlap.out.json"
+says "a replay far from the trace" "^warning: the replay of the step takes +9[0-9].[0-9] % the time the trace measured (more than 5 % off)"
+# A launch whose kernel the trace lost.
+sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}}/' \
+  "$tmp/good.json" >"$tmp/lost.json"
+expect 0 "a launch without GPU activity" -- "$emo" whatif "$tmp/lost.json" --scale gemm=2
+says "a launch without GPU activity" "^warning: 1 of the step's 2 launch calls have no GPU activity in the trace"
+expect 0 "a launch without GPU activity, run" -- "$emo" run "$tmp/lost.json" -o "$tmp/lostrun"
+says "a launch without GPU activity, run" "^warning: 1 of the step's 2 launch calls"
+python3 -c "import json,sys; w=json.load(open(sys.argv[1]))['summary']['warnings']; assert any('launch calls have no GPU activity' in x for x in w), w" \
+  "$tmp/lostrun/summary.json" || { echo "FAIL: the lost launch is not in summary.json"; fails=$((fails + 1)); }
 
 # synth into a folder with an earlier, larger run's rank files: refused, not mixed in.
 expect 1 "synth over a larger run" -- "$emo" synth train-dp --ranks 2 --layers 2 --steps 2 -o "$tmp/tdp4"

@@ -47,12 +47,11 @@ void add_analyze(CLI::App& root, Action& action) {
       o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
-      if (auto an = s->analysis(); !an.ok()) return fail(an.error());
-      // Warnings about the import (malformed events, events outside the
-      // profiler window) go to stderr, whichever output was asked for.
-      if (auto w = s->workload(); w.ok()) {
-        for (const std::string& text : analysis::import_warnings(**w)) warn(text);
-      }
+      auto an = s->analysis();
+      if (!an.ok()) return fail(an.error());
+      // Doubts about the step (malformed events, events outside the profiler
+      // window, missing ranks, the replay's error) go to stderr, whichever output was asked for.
+      for (const std::string& text : analysis::step_warnings(**s->workload(), **an)) warn(text);
       if (!args->kernels_csv.empty()) {
         if (Status st = write_view(*s, *report::kernels_csv(), args->kernels_csv); !st.ok()) return fail(st.error());
       }

@@ -61,7 +61,9 @@ void add_pack(CLI::App& root, Action& action) {
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
       if (auto p = s->packing(); !p.ok()) return fail(p.error());
-      for (const std::string& text : analysis::import_warnings(**s->workload())) warn(text);
+      auto doubts = report::step_warnings(*s);
+      if (!doubts.ok()) return fail(doubts.error());
+      for (const std::string& text : *doubts) warn(text);
       if (a->fidelity_at != 0) {
         if (auto f = s->pack_fidelity(a->fidelity_at); !f.ok()) return fail(f.error());
         if (!a->fidelity_csv.empty()) {

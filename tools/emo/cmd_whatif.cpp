@@ -45,7 +45,9 @@ void add_whatif(CLI::App& root, Action& action) {
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       if (auto r = s->what_if(scales); !r.ok()) return fail(r.error());
-      for (const std::string& text : analysis::import_warnings(**s->workload())) warn(text);
+      auto an = s->analysis();
+      if (!an.ok()) return fail(an.error());
+      for (const std::string& text : analysis::step_warnings(**s->workload(), **an)) warn(text);
       if (!args->json_out.empty()) {
         if (Status st = write_view(*s, *report::whatif_json(scales), args->json_out); !st.ok()) return fail(st.error());
         if (args->json_out == "-") return kExitOk;

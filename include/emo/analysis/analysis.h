@@ -66,6 +66,20 @@ int64_t gpu_ops_on_path(const Workload& w, const Analysis& a);
 // window dropped (traces without ProfilerStep). Empty when there is nothing.
 std::vector<std::string> import_warnings(const Workload& w);
 
+// Doubt thresholds (docs/replay.md, "When emo doubts a step"): a replay further than this from the
+// measured step, and launch calls without GPU activity from this share of all launches, are warned about.
+inline constexpr double kReplayDoubtPct = 5.0;
+inline constexpr double kLostLaunchDoubtPct = 1.0;
+
+// import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
+// ranks recorded on different GPUs, launch calls whose GPU op is not in the trace
+// (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).
+std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
+
+// A trace recorded on another GPU model than `profile_name` ("h100", from --device): its model
+// number (V100, MI250, T4, ...) is not the profile's. Nothing where the trace names no model.
+std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name);
+
 // JSON of DESIGN.md §6 for `analyze`; `per_kernel` adds the `kernels` list.
 nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);
 // The summary `emo analyze` prints; its warnings are import_warnings(), printed

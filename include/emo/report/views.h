@@ -66,6 +66,9 @@ nlohmann::json margin_json(const Margin& m);
 // The measured plans as a text table (name, step time, energy, slowdown, saving), then the margin.
 std::string measured_table(const std::vector<session::EvaluatedPlan>& plans, double max_slowdown, double reserve);
 
+// The doubts about the step (analysis::step_warnings) and its traces' GPU against --device
+// (analysis::device_warnings): what `emo pack`, `optimize` and `run` warn about before their own.
+Result<std::vector<std::string>> step_warnings(session::Session& s);
 // The doubt a run leaves: the check's warnings and the evaluation's predicted-vs-measured energy gap.
 Result<std::vector<std::string>> run_warnings(session::Session& s);
 

@@ -1,0 +1,98 @@
+// The doubts about a step (analysis::step_warnings, analysis::device_warnings; docs/replay.md, "When
+// emo doubts a step"): missing ranks, files of no one run, launches without GPU activity, a replay
+// away from the trace, a trace recorded on another GPU than --device. Each is said, and a step
+// without them says nothing. Times in µs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "emo/analysis/analysis.h"
+#include "test_util.h"
+#include "trace_json.h"
+
+namespace emo {
+namespace {
+
+using test::TraceJson;
+
+std::string one_kernel(int rank = -1, int world = -1) { return TraceJson(rank, world).launch("gemm", 7, 0, 10, 100, 1).str(); }
+
+std::vector<std::string> warnings_of(const std::vector<std::string>& jsons) {
+  const analysis::Workload w = test::workload_of(jsons);
+  if (w.ranks.empty()) return {"(no workload)"};
+  return analysis::step_warnings(w, analysis::analyze(w));
+}
+
+std::string on_device(std::string json, const std::string& name) {
+  const std::string head = "{\"schemaVersion\":1,";
+  return json.replace(0, head.size(), head + R"("deviceProperties":[{"id":0,"name":")" + name + "\"}],");
+}
+
+TEST(StepDoubt, AStepWithoutDoubtSaysNothing) {
+  EXPECT_TRUE(warnings_of({one_kernel()}).empty());
+  EXPECT_TRUE(warnings_of({one_kernel(0, 2), one_kernel(1, 2)}).empty());
+}
+
+TEST(StepDoubt, FewerRankFilesThanTheWorldSizeAreSaid) {
+  const auto w = warnings_of({one_kernel(1, 2)});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("1 of the 2 ranks of the run (distributedInfo.world_size) given", 0), 0u) << w[0];
+}
+
+TEST(StepDoubt, ARankedFileBesideOneOfNoRunIsAnError) {
+  std::vector<trace::RankTrace> ranks;
+  for (const auto& [json, name] : {std::pair{one_kernel(0, 8), "dlrm0.json"}, std::pair{one_kernel(), "resnet.json"}}) {
+    auto t = trace::parse_trace(json, name);
+    ASSERT_TRUE(t.ok()) << t.error().message();
+    ranks.push_back(std::move(t).value());
+  }
+  auto w = analysis::assemble(std::move(ranks), {});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().message(),
+            "resnet.json: has no distributedInfo.world_size, while dlrm0.json has world_size 8: not one run");
+}
+
+TEST(StepDoubt, RanksOnDifferentGpusAreSaid) {
+  const auto w = warnings_of({on_device(one_kernel(0, 2), "NVIDIA H100 80GB HBM3"), on_device(one_kernel(1, 2), "NVIDIA A100-SXM4-80GB")});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("ran on NVIDIA A100-SXM4-80GB, rank0.json on NVIDIA H100 80GB HBM3"), std::string::npos) << w[0];
+}
+
+TEST(StepDoubt, LaunchesWithoutGpuActivityAreSaidButNotMemsets) {
+  const std::string lost = TraceJson().launch("gemm", 7, 0, 10, 100, 1).runtime("cudaLaunchKernel", 6, 2, 2).str();
+  const auto w = warnings_of({lost});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("1 of the step's 2 launch calls have no GPU activity in the trace (at least 1 %), e.g. "
+                       "cudaLaunchKernel (correlation 2)", 0),
+            0u)
+      << w[0];
+  // CUPTI often records no activity for a memset: not a doubt.
+  EXPECT_TRUE(warnings_of({TraceJson().launch("gemm", 7, 0, 10, 100, 1).runtime("cudaMemsetAsync", 6, 2, 2).str()}).empty());
+}
+
+TEST(StepDoubt, AReplayFarFromTheTraceIsSaid) {
+  // Two kernels recorded at once on one stream: the replay runs them one after the other, 210 µs
+  // against the 110 measured (+90.9 %).
+  const std::string both = TraceJson().launch("a", 7, 0, 10, 100, 1).launch("b", 7, 5, 10, 100, 2).str();
+  const auto w = warnings_of({both});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("the replay of the step takes +90.9 % the time the trace measured (more than 5 % off)", 0), 0u)
+      << w[0];
+}
+
+TEST(StepDoubt, ATraceOfAnotherGpuThanTheDeviceIsSaid) {
+  const analysis::Workload v100 = test::workload_of({on_device(one_kernel(), "Tesla V100-SXM2-32GB")});
+  const auto w = analysis::device_warnings(v100, "h100");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "rank0.json was recorded on Tesla V100-SXM2-32GB, not the h100 of --device: its GPU times are taken as h100's");
+  EXPECT_TRUE(analysis::device_warnings(v100, "v100").empty());
+  EXPECT_TRUE(analysis::device_warnings(v100, "v100-pcie").empty());
+  // Names without a model number are not judged; nor is a trace without deviceProperties.
+  EXPECT_TRUE(analysis::device_warnings(test::workload_of({on_device(one_kernel(), "Tiny GPU")}), "h100").empty());
+  EXPECT_TRUE(analysis::device_warnings(test::workload_of({one_kernel()}), "h100").empty());
+  EXPECT_EQ(analysis::device_warnings(test::workload_of({on_device(one_kernel(), "AMD Instinct MI250X")}), "a100").size(), 1u);
+}
+
+}  // namespace
+}  // namespace emo
