@@ -130,9 +130,10 @@ class Analysis:
 
     @cached_property
     def warnings(self) -> List[str]:
-        """What `emo analyze` warns about on stderr: malformed events skipped, events outside the
-        profiler window dropped. Empty when there is nothing."""
-        return list(self._s.import_warnings())
+        """What `emo analyze` warns about on stderr (analysis::step_warnings): malformed events
+        skipped, events outside the profiler window dropped, missing ranks, launch calls without GPU
+        activity, a replay away from the trace. Empty when there is nothing."""
+        return list(self._s.step_warnings())
 
     def whatif(self, scales: "Scales") -> Dict[str, Any]:
         """`emo whatif --json` on this step (see emo.whatif)."""

@@ -644,12 +644,12 @@ NB_MODULE(_emo, m) {
           },
           "per_kernel"_a = false, "`emo analyze --json` (with --per-kernel: the kernels list)")
       .def(
-          "import_warnings",
+          "step_warnings",
           [](PySession& self) {
             auto r = self.call([](emo::session::Session& s) -> emo::Result<std::vector<std::string>> {
-              auto w = s.workload();
-              if (!w) return w.error();
-              return emo::analysis::import_warnings(**w);
+              auto an = s.analysis();
+              if (!an) return an.error();
+              return emo::analysis::step_warnings(**s.workload(), **an);
             });
             return take(std::move(r));
           },

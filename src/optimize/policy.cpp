@@ -337,7 +337,9 @@ class PolicyReader {
 Result<PolicyFile> read_policy(const std::string& path, const std::string& text, const analysis::Workload& w,
                                const device::DeviceProfile& profile) {
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(path, "not a JSON object", "expected a policy written by `emo optimize -o`");
+  const char* note = "expected a policy written by `emo optimize -o`";
+  if (j.is_discarded()) return make_error(path, "not valid JSON (NaN and Infinity are not JSON numbers)", note);
+  if (!j.is_object()) return make_error(path, "not a JSON object", note);
   return PolicyReader(path, w, profile).read(j);
 }
 

@@ -225,6 +225,10 @@ says "analyze two files of rank 1" "rank 1 is also the rank of"
 expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
 expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
 expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100
+# A hand-edited policy that is no longer JSON says so (it used to be "not a JSON object").
+sed 's/"max_slowdown": [0-9.e-]*/"max_slowdown": NaN/' "$tmp/pol.json" >"$tmp/polnan.json"
+expect 1 "evaluate a policy with NaN" -- "$emo" evaluate "$tmp/polnan.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100
+says "evaluate a policy with NaN" "^error: $tmp/polnan.json: not valid JSON"
 expect 1 "evaluate a non-policy" -- "$emo" evaluate "$tmp/good.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100
 expect 1 "evaluate off the emulator" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device h100
 expect 0 "evaluate" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:h100 --json "$tmp/ev.json"
