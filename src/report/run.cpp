@@ -83,6 +83,7 @@ Result<RunResult> run(const RunOptions& o) {
   auto opened = session::Session::open(std::move(so));  // the devices, opened once
   if (!opened) return opened.error();
   session::Session& s = *opened;
+  if (!o.accept_doubt) EMO_RETURN_IF_ERROR(refuse_doubtful_step(s));
 
   // ---- the stages, then the views ----
   auto ev = s.evaluation();

@@ -262,6 +262,19 @@ Result<std::vector<std::string>> step_warnings(Session& s) {
   return out;
 }
 
+Status refuse_doubtful_step(Session& s) {
+  auto an = s.analysis();
+  if (!an) return an.error();
+  const double err = (*an)->replay_error_pct;
+  if (!(std::abs(err) > kReplayRefusePct)) return {};
+  const analysis::Workload& w = **s.workload();
+  return make_error(w.ranks.size() == 1 ? w.ranks.front().path : "the step",
+                    fmt::format("its replay takes {:+.1f} % the time the trace measured (more than {:g} % off): "
+                                "clocks chosen on that replay would not be this job's",
+                                err, kReplayRefusePct),
+                    "give --accept-doubt to optimize it all the same");
+}
+
 Result<std::vector<std::string>> run_warnings(Session& s) {
   auto ev = s.evaluation();
   if (!ev) return ev.error();

@@ -377,6 +377,16 @@ sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"p
   "$tmp/good.json" >"$tmp/overlap.json"
 expect 0 "a replay far from the trace" -- "$emo" analyze "$tmp/overlap.json" --json "$tmp/overlap.out.json"
 says "a replay far from the trace" "^warning: the replay of the step takes +9[0-9].[0-9] % the time the trace measured (more than 5 % off)"
+# Past 50 % optimize and run stop before any work, and say which flag lets them go on.
+expect 1 "optimize a replay far from the trace" -- "$emo" optimize "$tmp/overlap.json" -o "$tmp/overlap.pol.json"
+says "optimize a replay far from the trace" "^error: $tmp/overlap.json: its replay takes +9[0-9].[0-9] % the time the trace measured (more than 50 % off)"
+says "optimize a replay far from the trace" "^note: give --accept-doubt"
+[ -e "$tmp/overlap.pol.json" ] && { echo "FAIL: a policy was written for a doubtful step"; fails=$((fails + 1)); }
+expect 1 "run a replay far from the trace" -- "$emo" run "$tmp/overlap.json" -o "$tmp/overlaprun"
+says "run a replay far from the trace" "^note: give --accept-doubt"
+[ -e "$tmp/overlaprun" ] && { echo "FAIL: a report was written for a doubtful step"; fails=$((fails + 1)); }
+expect 0 "optimize a replay far from the trace, accepted" -- "$emo" optimize "$tmp/overlap.json" --accept-doubt --no-check
+says "optimize a replay far from the trace, accepted" "^warning: the replay of the step takes +9"
 # A launch whose kernel the trace lost.
 sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}}/' \
   "$tmp/good.json" >"$tmp/lost.json"

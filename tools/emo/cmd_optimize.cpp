@@ -20,6 +20,7 @@ struct OptimizeArgs {
   double max_slowdown = 0.05;
   double reserve = 0.1;
   bool no_check = false;
+  bool accept_doubt = false;
 };
 
 }  // namespace
@@ -45,6 +46,10 @@ void add_optimize(CLI::App& root, Action& action) {
                 "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
                 "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
                 "half the reserve; never done with --profiled)");
+  sub->add_flag("--accept-doubt", a->accept_doubt,
+                fmt::format("optimize a step whose replay is more than {:g} % off the trace (docs/replay.md) "
+                            "instead of stopping",
+                            report::kReplayRefusePct));
   sub->add_option("-o,--output", a->out, "write the policy (schema emo-policy/1) to FILE");
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
@@ -61,6 +66,9 @@ void add_optimize(CLI::App& root, Action& action) {
       o->check = !a->no_check;
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
+      if (!a->accept_doubt) {
+        if (Status st = report::refuse_doubtful_step(*s); !st.ok()) return fail(st.error());
+      }
       auto c = s->solution();
       if (!c.ok()) return fail(c.error());
       if (!a->out.empty()) {

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "cli_common.h"
 #include "emo/base/file_util.h"
 #include "emo/report/report.h"
@@ -48,6 +50,10 @@ void add_run(CLI::App& root, Action& action) {
                 "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
                 "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
                 "half the reserve; never done with --profiled)");
+  sub->add_flag("--accept-doubt", a->options.accept_doubt,
+                fmt::format("optimize a step whose replay is more than {:g} % off the trace (docs/replay.md) "
+                            "instead of stopping",
+                            report::kReplayRefusePct));
   sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation, 2 to 1000 (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")

@@ -38,6 +38,7 @@ struct RunOptions {
   int eval_steps = 12;              // steps per plan on the emulated GPU (the first is a warm-up)
   bool check = true;                // run the policy on the profiling GPU before handing it out
                                     // (optimize::optimize_checked); not with profiled_dir
+  bool accept_doubt = false;        // go on past refuse_doubtful_step (views.h)
   synth::Options example = example_options();
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
 };
