@@ -477,16 +477,18 @@ def apply(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated
 
 def run(paths: Optional[Paths] = None, out_dir: PathLike = "emo-report", device: str = "h100",
         max_slowdown: float = 0.05, *, reserve: float = 0.1, steps: int = 12, check: bool = True,
-        profiled_dir: Optional[PathLike] = None, progress: ProgressArg = None) -> Dict[str, Any]:
+        profiled_dir: Optional[PathLike] = None, accept_doubt: bool = False,
+        progress: ProgressArg = None) -> Dict[str, Any]:
     """`emo run [PATHS] --device DEV --max-slowdown D -o OUT_DIR`: the whole method end to end, with the
     report folder (summary.json, results.csv, packs.csv, policy.json, report.html, overlays; docs/run.md).
     Without paths it runs on the built-in example (written to OUT_DIR/input/). Returns summary.json's
-    "summary" object."""
+    "summary" object. A step whose replay is more than 50 % off its trace is refused (emo.Error) unless
+    `accept_doubt` (`--accept-doubt`)."""
     traces = [] if paths is None else _paths(paths)
     with Progress(progress) as p:
         summary, _, _ = _emo.run(traces, device=device, max_slowdown=max_slowdown, reserve=reserve,
                                  out_dir=os.fspath(out_dir), profiled_dir=os.fspath(profiled_dir) if profiled_dir else "",
-                                 eval_steps=steps, check=check, progress=p.callback)
+                                 eval_steps=steps, check=check, accept_doubt=accept_doubt, progress=p.callback)
     return summary["summary"]
 
 

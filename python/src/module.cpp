@@ -726,7 +726,7 @@ NB_MODULE(_emo, m) {
   m.def(
       "run",
       [](std::vector<std::string> traces, std::string device, double max_slowdown, double reserve,
-         std::string out_dir, std::string profiled_dir, int eval_steps, bool check, nb::object progress) {
+         std::string out_dir, std::string profiled_dir, int eval_steps, bool check, bool accept_doubt, nb::object progress) {
         auto p = std::make_shared<Progress>();
         p->fn = std::move(progress);
         emo::report::RunOptions o;
@@ -738,6 +738,7 @@ NB_MODULE(_emo, m) {
         o.profiled_dir = std::move(profiled_dir);
         o.eval_steps = eval_steps;
         o.check = check;
+        o.accept_doubt = accept_doubt;
         o.progress = hook(p);
         std::optional<emo::Result<emo::report::RunResult>> r;
         {
@@ -751,7 +752,7 @@ NB_MODULE(_emo, m) {
       },
       "traces"_a, nb::kw_only(), "device"_a = "h100", "max_slowdown"_a = 0.05, "reserve"_a = 0.1,
       "out_dir"_a = "emo-report", "profiled_dir"_a = "", "eval_steps"_a = 12, "check"_a = true,
-      "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
+      "accept_doubt"_a = false, "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
 
   m.def(
       "synth",
