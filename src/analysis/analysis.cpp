@@ -178,6 +178,25 @@ std::vector<std::string> import_warnings(const Workload& w) {
   return out;
 }
 
+LostLaunches lost_launches(const Workload& w) {
+  LostLaunches out;
+  for (const trace::RankTrace& t : w.ranks) {
+    std::set<int64_t> done;
+    for (const trace::Event& e : t.events)
+      if (trace::is_gpu_op(e.kind) && e.correlation != trace::kNone) done.insert(e.correlation);
+    for (const trace::Event& e : t.events) {
+      if ((e.kind != trace::EventKind::kRuntime && e.kind != trace::EventKind::kDriver) || e.correlation == trace::kNone)
+        continue;
+      const trace::RuntimeCall call = trace::classify_runtime_call(t.strings.view(e.name));
+      if (!trace::launches_gpu_work(call) || call == trace::RuntimeCall::kMemset) continue;
+      ++out.launches;
+      if (done.count(e.correlation) != 0) continue;
+      if (out.lost++ == 0) out.example = fmt::format("{} (correlation {})", t.strings.view(e.name), e.correlation);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
   std::vector<std::string> out = import_warnings(w);
   const trace::RankTrace& first = w.ranks.front();
@@ -192,29 +211,11 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
                               t.device_name, first.path, first.device_name));
     break;
   }
-  // Launch calls whose GPU op is not in the step (the profiler lost it, it ran past the recording, or
-  // the launch was captured into a CUDA graph). Memsets are left out: CUPTI often records no activity
-  // for a cudaMemsetAsync (most H100 traces of ../shared/traces miss some).
-  int64_t launches = 0, lost = 0;
-  std::string lost_example;
-  for (const trace::RankTrace& t : w.ranks) {
-    std::set<int64_t> done;
-    for (const trace::Event& e : t.events)
-      if (trace::is_gpu_op(e.kind) && e.correlation != trace::kNone) done.insert(e.correlation);
-    for (const trace::Event& e : t.events) {
-      if ((e.kind != trace::EventKind::kRuntime && e.kind != trace::EventKind::kDriver) || e.correlation == trace::kNone)
-        continue;
-      const trace::RuntimeCall call = trace::classify_runtime_call(t.strings.view(e.name));
-      if (!trace::launches_gpu_work(call) || call == trace::RuntimeCall::kMemset) continue;
-      ++launches;
-      if (done.count(e.correlation) != 0) continue;
-      if (lost++ == 0) lost_example = fmt::format("{} (correlation {})", t.strings.view(e.name), e.correlation);
-    }
-  }
-  if (lost > 0 && 100.0 * double(lost) >= kLostLaunchDoubtPct * double(launches)) {
+  const LostLaunches ll = lost_launches(w);
+  if (ll.lost > 0 && ll.pct() >= kLostLaunchDoubtPct) {
     out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
                               "e.g. {}: the GPU work they started is missing from the step",
-                              lost, launches, kLostLaunchDoubtPct, lost_example));
+                              ll.lost, ll.launches, kLostLaunchDoubtPct, ll.example));
   }
   if (std::abs(a.replay_error_pct) > kReplayDoubtPct) {
     out.push_back(fmt::format("the replay of the step takes {:+.1f} % the time the trace measured (more than "

@@ -265,14 +265,27 @@ Result<std::vector<std::string>> step_warnings(Session& s) {
 Status refuse_doubtful_step(Session& s) {
   auto an = s.analysis();
   if (!an) return an.error();
+  const analysis::Workload& w = **s.workload();
+  const std::string where = w.ranks.size() == 1 ? w.ranks.front().path : "the step";
+  const char* note = "give --accept-doubt to optimize it all the same";
+  const analysis::LostLaunches ll = analysis::lost_launches(w);
+  if (ll.pct() > kLostLaunchRefusePct) {
+    int64_t malformed = 0;
+    for (const auto& t : w.ranks) malformed += t.stats.error_count();
+    return make_error(where,
+                      fmt::format("{} of its {} launch calls ({:.0f} %, more than {:g} %) have no GPU activity in the trace, "
+                                  "e.g. {}{}: most of the GPU work is missing, and clocks chosen for what is left would not be this job's",
+                                  ll.lost, ll.launches, ll.pct(), kLostLaunchRefusePct, ll.example,
+                                  malformed > 0 ? fmt::format(" ({} malformed events were skipped on reading: import_stats in `emo analyze --json`)", malformed) : ""),
+                      note);
+  }
   const double err = (*an)->replay_error_pct;
   if (!(std::abs(err) > kReplayRefusePct)) return {};
-  const analysis::Workload& w = **s.workload();
-  return make_error(w.ranks.size() == 1 ? w.ranks.front().path : "the step",
+  return make_error(where,
                     fmt::format("its replay takes {:+.1f} % the time the trace measured (more than {:g} % off): "
                                 "clocks chosen on that replay would not be this job's",
                                 err, kReplayRefusePct),
-                    "give --accept-doubt to optimize it all the same");
+                    note);
 }
 
 Result<std::vector<std::string>> run_warnings(Session& s) {

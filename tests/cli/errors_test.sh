@@ -51,6 +51,16 @@ expect 1 "error leaves no json file" -- "$emo" analyze "$tmp/notjson.json" --jso
 expect 2 "no subcommand" -- "$emo"
 expect 2 "unknown subcommand" -- "$emo" frobnicate
 expect 2 "analyze without traces" -- "$emo" analyze
+says "analyze without traces" "^error: traces is required"
+says "analyze without traces" '^note: run `emo analyze --help` for the options'
+# Usage errors say `error:` and where the help is, as every other error (exit 2).
+expect 2 "an unknown flag" -- "$emo" run --unknown-flag
+says "an unknown flag" "^error: The following argument was not expected: --unknown-flag"
+says "an unknown flag" '^note: run `emo run --help` for the options'
+expect 2 "no subcommand, said" -- "$emo"
+says "no subcommand, said" '^error: .*subcommand'
+expect 0 "help is not an error" -- "$emo" run --help
+if grep -q "^error:" "$tmp/err"; then echo "FAIL: --help printed an error"; fails=$((fails + 1)); fi
 expect 0 "help" -- "$emo" --help
 expect 0 "analyze help" -- "$emo" analyze --help
 
@@ -387,6 +397,27 @@ says "run a replay far from the trace" "^note: give --accept-doubt"
 [ -e "$tmp/overlaprun" ] && { echo "FAIL: a report was written for a doubtful step"; fails=$((fails + 1)); }
 expect 0 "optimize a replay far from the trace, accepted" -- "$emo" optimize "$tmp/overlap.json" --accept-doubt --no-check
 says "optimize a replay far from the trace, accepted" "^warning: the replay of the step takes +9"
+# Most kernels dropped as malformed (negative durations): their launches lose their GPU op, and past
+# 50 % of the launches optimize and run stop rather than optimize what is left.
+python3 - "$tmp/tdp/train-dp_rank0.json" "$tmp/negdur.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+k = 0
+for e in t["traceEvents"]:
+    if e.get("cat") == "kernel":
+        k += 1
+        if k % 4 != 0:
+            e["dur"] = -5
+json.dump(t, open(sys.argv[2], "w"))
+PY
+expect 1 "optimize a step whose kernels are mostly malformed" -- "$emo" optimize "$tmp/negdur.json" -o "$tmp/negdur.pol.json"
+says "optimize a step whose kernels are mostly malformed" "^error: $tmp/negdur.json: [0-9]* of its [0-9]* launch calls ([0-9]* %, more than 50 %) have no GPU activity"
+says "optimize a step whose kernels are mostly malformed" "^note: give --accept-doubt"
+[ -e "$tmp/negdur.pol.json" ] && { echo "FAIL: a policy was written for a step missing most kernels"; fails=$((fails + 1)); }
+expect 1 "run a step whose kernels are mostly malformed" -- "$emo" run "$tmp/negdur.json" -o "$tmp/negdurrun"
+says "run a step whose kernels are mostly malformed" "([0-9]* malformed events were skipped on reading"
+expect 0 "optimize a step whose kernels are mostly malformed, accepted" -- "$emo" optimize "$tmp/negdur.json" --accept-doubt --no-check
+says "optimize a step whose kernels are mostly malformed, accepted" "^warning: [0-9]* of the step's [0-9]* launch calls have no GPU activity"
 # A launch whose kernel the trace lost.
 sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}}/' \
   "$tmp/good.json" >"$tmp/lost.json"

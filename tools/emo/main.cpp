@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
 #include "emo/device/device.h"
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
       "EMO: lowers the GPU energy of AI workloads within a latency target, from their own "
       "PyTorch profiler (Kineto) traces."};
   app.require_subcommand(1);
+
   app.set_version_flag("--version", "emo 0.1.0");
   emo::cli::Action action;
   emo::cli::add_analyze(app, action);
@@ -40,8 +42,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);  // prints help / usage message
-    return rc == 0 ? 0 : emo::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Usage errors speak as every other error does: `error:` and a `note:` naming the help to read.
+    const std::vector<CLI::App*> used = app.get_subcommands();
+    const std::string name = used.empty() ? "emo" : "emo " + used.front()->get_name();
+    std::fprintf(stderr, "error: %s\nnote: run `%s --help` for the options\n", e.what(), name.c_str());
+    return emo::cli::kExitUsage;
   }
   try {
     const int rc = action ? action() : emo::cli::kExitUsage;

@@ -71,6 +71,16 @@ std::vector<std::string> import_warnings(const Workload& w);
 inline constexpr double kReplayDoubtPct = 5.0;
 inline constexpr double kLostLaunchDoubtPct = 1.0;
 
+// Launch calls of the step (kernels and copies; memsets left out, CUPTI often records none) and those
+// whose GPU op is not in the trace: the profiler lost it, it ran past the recording, or the event was
+// dropped as malformed (a negative duration). `example`: the first lost one.
+struct LostLaunches {
+  int64_t launches = 0, lost = 0;
+  std::string example;
+  double pct() const { return launches > 0 ? 100.0 * double(lost) / double(launches) : 0.0; }
+};
+LostLaunches lost_launches(const Workload& w);
+
 // import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
 // ranks recorded on different GPUs, launch calls whose GPU op is not in the trace
 // (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).

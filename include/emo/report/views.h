@@ -72,6 +72,8 @@ Result<std::vector<std::string>> step_warnings(session::Session& s);
 // Past this replay error the step is too doubtful to optimize: `emo optimize` and `emo run` stop with
 // the Error of refuse_doubtful_step, whose note names --accept-doubt (docs/replay.md).
 inline constexpr double kReplayRefusePct = 50.0;
+// ... and past this share of launch calls without GPU activity (analysis::lost_launches).
+inline constexpr double kLostLaunchRefusePct = 50.0;
 Status refuse_doubtful_step(session::Session& s);
 // The doubt a run leaves: the check's warnings and the evaluation's predicted-vs-measured energy gap.
 Result<std::vector<std::string>> run_warnings(session::Session& s);
