@@ -270,12 +270,17 @@ TEST(Emulator, ScaledProfileFileMovesTheTruthByItsFactor) {
   EXPECT_GT(gk.voltage(1400), g0.voltage(1400) + 0.01);
   EXPECT_EQ(gk.voltage(below_knee), g0.voltage(below_knee));
 
-  // The whole emulated GPU: time does not depend on the power parameters, energy does.
+  // The whole emulated GPU: time depends on the power parameters only through the power limit (a
+  // throttled kernel's trace duration stands for its throttle clock); with the limit lifted it does
+  // not, and energy still does.
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 2);
   RunOptions o;
   o.jitter = 0;
-  auto base = EmulatedGpu(h100, seed).run(w, ClockSchedule::locked(1200), o);
-  auto more = EmulatedGpu(scaled("power_model", "dynamic_w", 1.2), seed).run(w, ClockSchedule::locked(1200), o);
+  device::DeviceProfile cool = h100, hot = scaled("power_model", "dynamic_w", 1.2);
+  cool.tdp_w.value *= 10;
+  hot.tdp_w.value *= 10;
+  auto base = EmulatedGpu(cool, seed).run(w, ClockSchedule::locked(1200), o);
+  auto more = EmulatedGpu(hot, seed).run(w, ClockSchedule::locked(1200), o);
   ASSERT_TRUE(base && more);
   EXPECT_EQ(base->step_ns, more->step_ns);
   EXPECT_GT(more->energy_j, base->energy_j * 1.03);
