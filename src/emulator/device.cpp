@@ -57,6 +57,7 @@ class EmulatedDevice final : public device::Device {
       case device::BenchKind::kTensorGemm: k = detail::gemm_truth(); iter_s = 4e-3; break;
       case device::BenchKind::kIdle: break;
     }
+    gpu_.set_throttle(k);
     // As a host does with a coarse counter: start right after an update, stop at an update, so the
     // counter delta covers exactly the measured window.
     const double period = 0.020;

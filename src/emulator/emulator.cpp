@@ -136,6 +136,7 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
       if (g.kind[n] == NodeKind::kCommKernel || g.kind[n] == NodeKind::kCollective) {
         k = detail::make_kernel_truth("nccl", seed_ ^ detail::mix64(g.name[n]));
       }
+      gpu.set_throttle(k);
       truths.push_back(k);
     }
     truth[n] = it->second;

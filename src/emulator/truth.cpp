@@ -150,15 +150,15 @@ Shares shares(const KernelTruth& k, double f, double f_max, double knee_frac) {
 }
 }  // namespace
 
-double GpuTruth::time_ratio(const KernelTruth& k, double f) const {
+double GpuTruth::raw_time_ratio(const KernelTruth& k, double f) const {
   const Shares sh = shares(k, f, f_max, mem_knee);
   const Shares ref = shares(k, f_max, f_max, mem_knee);
   return k.overhead + (1 - k.overhead) * sh.s / ref.s;
 }
 
-double GpuTruth::dynamic_part_w(const KernelTruth& k, double f) const {
+double GpuTruth::raw_dynamic_w(const KernelTruth& k, double f) const {
   const Shares sh = shares(k, f, f_max, mem_knee);
-  const double busy = 1 - k.overhead * (1 / time_ratio(k, f));  // share of time the SMs are doing the kernel
+  const double busy = 1 - k.overhead * (1 / raw_time_ratio(k, f));  // share of time the SMs are doing the kernel
   const double uc = std::min(1.0, sh.a / sh.s), um = std::min(1.0, sh.b / sh.s);
   const double v = voltage(f) / voltage(f_max);
   double sm = v * v * (f / f_max) * dynamic_w * k.activity * (clock_frac + (1 - clock_frac) * uc);
@@ -167,11 +167,40 @@ double GpuTruth::dynamic_part_w(const KernelTruth& k, double f) const {
          (1 - std::max(0.0, busy)) * v * v * (f / f_max) * dynamic_w * clock_frac * 0.3;
 }
 
-double GpuTruth::power_w(const KernelTruth& k, double f) const {
+double GpuTruth::raw_power_w(const KernelTruth& k, double f) const {
   const double v = voltage(f) / voltage(f_max);
   const double vf = voltage(v_knee) / voltage(f_max);
   const double leak = static_w * (1 + leak_slope * (v - vf) / std::max(1e-9, 1 - vf));
-  return std::min(tdp_w, leak + dynamic_part_w(k, f));
+  return leak + raw_dynamic_w(k, f);
+}
+
+// The trace's durations are this GPU's at f_max as it runs there, throttled where the kernel draws more
+// than the limit (as a trace recorded at the default clocks is): the ratio is relative to that, so a
+// throttled kernel takes as long at every clock from its throttle clock up, and longer below it.
+double GpuTruth::time_ratio(const KernelTruth& k, double f) const {
+  return raw_time_ratio(k, std::min(f, k.throttle_mhz)) / raw_time_ratio(k, std::min(f_max, k.throttle_mhz));
+}
+double GpuTruth::dynamic_part_w(const KernelTruth& k, double f) const {
+  return raw_dynamic_w(k, std::min(f, k.throttle_mhz));
+}
+double GpuTruth::power_w(const KernelTruth& k, double f) const {
+  return std::min(tdp_w, raw_power_w(k, std::min(f, k.throttle_mhz)));
+}
+
+void GpuTruth::set_throttle(KernelTruth& k) const {
+  k.throttle_mhz = 1e12;
+  if (tdp_w <= 0 || raw_power_w(k, f_max) <= tdp_w) return;
+  // The power rises with the clock (voltage and frequency): bisect for the clock where it meets the limit.
+  double lo = 0.1 * f_max, hi = f_max;
+  if (raw_power_w(k, lo) > tdp_w) {
+    k.throttle_mhz = lo;
+    return;
+  }
+  for (int i = 0; i < 40; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (raw_power_w(k, mid) > tdp_w ? hi : lo) = mid;
+  }
+  k.throttle_mhz = lo;
 }
 
 double GpuTruth::idle_power_w(double f) const {

@@ -34,6 +34,10 @@ struct KernelTruth {
   double activity = 1.0;    // dynamic-power activity of the SMs when compute-bound (tensor cores > 1)
   double mem_activity = 1;  // DRAM power when memory-bound, relative to the device's mem_w
   double comm = 0;          // 1 for communication: SMs mostly spin on flags
+  // The clock the GPU runs this kernel at when a higher one is set: where its power meets the board's
+  // limit (the GPU lowers its clock to stay under it, as the hardware's power brake does). Set for a
+  // GPU by GpuTruth::set_throttle; the default never throttles.
+  double throttle_mhz = 1e12;
 };
 
 // Per-GPU constants drawn once per emulated GPU (seeded) around the device profile.
@@ -51,10 +55,19 @@ struct GpuTruth {
   double leak_slope = 0.15;  // static power grows with voltage: static·(1 + leak_slope·(V−V_floor)/(1−V_floor))
 
   double voltage(double f) const;
-  double time_ratio(const KernelTruth& k, double f) const;   // T(f)/T(f_max)
+  // At clock f set, the kernel runs at min(f, k.throttle_mhz): these are its time and power there.
+  // T(f)/T(f_max), both as run (a throttled kernel takes as long at every clock above its throttle clock).
+  double time_ratio(const KernelTruth& k, double f) const;
   double power_w(const KernelTruth& k, double f) const;      // busy power of this kernel alone
   double dynamic_part_w(const KernelTruth& k, double f) const;  // power_w minus static
   double idle_power_w(double f) const;                       // nothing running, clock f locked
+  // Sets k.throttle_mhz: the highest clock at which the kernel alone draws at most tdp_w.
+  void set_throttle(KernelTruth& k) const;
+
+ private:
+  double raw_time_ratio(const KernelTruth& k, double f) const;  // at clock f, whatever its power
+  double raw_dynamic_w(const KernelTruth& k, double f) const;
+  double raw_power_w(const KernelTruth& k, double f) const;
 };
 
 GpuTruth make_gpu_truth(const device::DeviceProfile& profile, uint64_t seed);

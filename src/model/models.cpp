@@ -251,7 +251,7 @@ Result<UnitModel> fit_unit_model(std::span<const Point> points, const device::De
 Prediction predict(const UnitModel& u, double clock_mhz) {
   Prediction p;
   p.clock_mhz = clock_mhz;
-  p.effective_clock_mhz = capped_clock(u, clock_mhz);
+  p.effective_clock_mhz = u.throttle_mhz > 0 ? std::min(clock_mhz, u.throttle_mhz) : capped_clock(u, clock_mhz);
   p.capped = p.effective_clock_mhz < clock_mhz;
   p.time_s = u.time.time_s(p.effective_clock_mhz);
   p.power_w = u.power.power_w(p.effective_clock_mhz, u.time);

@@ -14,7 +14,9 @@ using graph::NodeId;
 double PackModels::time_ratio(SignatureIndex sig, double f) const {
   const SignatureModel& s = signatures[sig.index()];
   if (s.ref_time_s <= 0) return 1.0;
-  return s.unit.time.time_s(f) / s.ref_time_s;
+  // A throttled signature runs at its throttle clock whenever a higher one is set.
+  const double eff = s.unit.throttle_mhz > 0 ? std::min(f, s.unit.throttle_mhz) : f;
+  return s.unit.time.time_s(eff) / s.ref_time_s;
 }
 
 double PackModels::op_time_ratio(SignatureIndex sig, uint32_t pos, double f) const {
@@ -28,10 +30,15 @@ namespace {
 // A signature's modelled busy power at f in its parts: static, memory, and the SM part that scales as
 // V(f)²·f (model::PowerModel::power_w). `split` is false where the parts do not add up to the power:
 // a signature without a fitted model, or one at the power limit (its power is the cap whatever V is).
+// `at_limit`: a signature seen to throttle, at or above its throttle clock: it draws the limit, whatever
+// this GPU's scales. `throttle_mhz` > 0 (below it): its SM part was set from the limit at that clock,
+// so this GPU's voltage enters only relative to the voltage there.
 struct PowerParts {
   double stat = 0, mem = 0, sm = 0, total = 0;
   double clock_mhz = 0;  // the clock in effect
+  double throttle_mhz = 0;
   bool split = false;
+  bool at_limit = false;
 };
 
 PowerParts power_parts(const SignatureModel& s, double f) {
@@ -40,6 +47,14 @@ PowerParts power_parts(const SignatureModel& s, double f) {
   p.stat = s.unit.power.const_w;
   p.total = pr.power_w;
   p.clock_mhz = pr.effective_clock_mhz;
+  if (s.fitted && s.unit.throttle_mhz > 0) {
+    if (pr.capped) {
+      p.at_limit = true;
+      p.stat = 0;
+      return p;
+    }
+    p.throttle_mhz = s.unit.throttle_mhz;
+  }
   if (!s.fitted || pr.capped) return p;
   const double uncapped = s.unit.power.power_w(pr.effective_clock_mhz, s.unit.time);
   if (!(uncapped <= pr.power_w)) return p;  // over the cap (or not a number): the capped power stands
@@ -47,6 +62,60 @@ PowerParts power_parts(const SignatureModel& s, double f) {
   p.sm = std::max(0.0, uncapped - p.stat - p.mem);
   p.split = true;
   return p;
+}
+
+// Throttling seen in a signature's times. A GPU at its power limit lowers its clock, so a kernel that
+// would draw more than the limit takes as long at every clock above the one where it meets it: at the
+// top profiled clocks its time is longer than the SM-bound (1/f) fit of the lower clocks says. The
+// clock it ran at is where that fit gives its measured time. Tried with the top m points (m from the
+// most the lower ones leave, at least 2, down to 1): each must be kThrottleTol longer than the fit of the
+// others, which must be SM-bound there (a memory-bound unit's time is flat above its knee for another
+// reason, and draws far less). `pts` ascending by clock; returns 0 where no throttling shows.
+constexpr double kThrottleTol = 0.015;
+constexpr double kThrottleComputeShare = 0.9;
+
+struct Throttle {
+  double mhz = 0;
+  model::TimeModel time;  // fitted on the unthrottled points
+};
+
+Throttle find_throttle(const std::vector<model::Point>& pts, const device::DeviceProfile& profile) {
+  Throttle out;
+  const size_t n = pts.size();
+  if (n < 3) return out;
+  for (size_t m = n - 2; m >= 1; --m) {
+    const size_t nfree = n - m;
+    auto tm = model::fit_time_model(std::span<const model::Point>(pts.data(), nfree), profile);
+    if (!tm) continue;
+    const double f_free = pts[nfree - 1].clock_mhz;
+    bool all = true;
+    double sum = 0;
+    for (size_t i = nfree; i < n && all; ++i) {
+      const double f = pts[i].clock_mhz, t = pts[i].time_s;
+      if (!(t > tm->time_s(f) * (1 + kThrottleTol)) || tm->compute_share(f) < kThrottleComputeShare) {
+        all = false;
+        break;
+      }
+      // The fit's time falls with the clock: bisect for where it equals t. A time no shorter than at the
+      // highest unthrottled clock is not a throttle (that one ran at its clock): something else.
+      double lo = f_free, hi = f;
+      if (tm->time_s(lo) <= t) {
+        all = false;
+        break;
+      }
+      for (int it = 0; it < 50; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (tm->time_s(mid) > t ? lo : hi) = mid;
+      }
+      sum += 0.5 * (lo + hi);
+    }
+    if (all) {
+      out.mhz = sum / double(m);
+      out.time = *tm;
+      return out;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -64,6 +133,14 @@ double PackModels::voltage_rel(graph::RankIndex rank, double f) const {
 double PackModels::busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double f) const {
   const SignatureModel& s = signatures[sig.index()];
   const GpuCorrection& c = gpus[gpu.index()];
+  if (s.unit.throttle_mhz > 0 && s.fitted) {
+    const PowerParts p = power_parts(s, f);
+    if (p.at_limit) return c.limit_scale * p.total;
+    if (p.split) {
+      const double k = voltage_gain(gpu, p.clock_mhz) / voltage_gain(gpu, p.throttle_mhz);
+      return c.static_scale * p.stat + c.dynamic_scale * p.mem + c.limit_scale * k * p.sm;
+    }
+  }
   if (c.floor_scale != 1.0 || c.knee_scale != 1.0) {
     const PowerParts p = power_parts(s, f);
     if (p.split) {
@@ -75,6 +152,11 @@ double PackModels::busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double
   const model::Prediction pr = model::predict(s.unit, f);
   const double stat = s.unit.power.const_w;
   return c.static_scale * stat + c.dynamic_scale * std::max(0.0, pr.power_w - stat);
+}
+
+double PackModels::voltage_gain(graph::RankIndex gpu, double f) const {
+  const double v0 = profile.voltage_rel(f), v = voltage_rel(gpu, f);
+  return v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
 }
 
 double PackModels::idle_power_w(graph::RankIndex gpu, double f) const {
@@ -286,16 +368,40 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       sm.fit_failed = true;
       continue;
     }
-    const double share = tm->compute_share(fmax);
-    sm.unit = model::prior_unit_model(profile, t_ref, share);
-    sm.unit.time = *tm;
+    const bool comm = packing.signatures[s].bound == Boundness::kCommunication;
+    // Throttled at the top clocks (not for collectives: their spans are waits, below).
+    Throttle th;
+    if (!comm && options.fit_throttle) {
+      std::vector<model::Point> sorted = pts;
+      std::sort(sorted.begin(), sorted.end(), [](const model::Point& x, const model::Point& y) { return x.clock_mhz < y.clock_mhz; });
+      th = find_throttle(sorted, profile);
+    }
+    const model::TimeModel& tfit = th.mhz > 0 ? th.time : *tm;
+    const double f_ref = th.mhz > 0 ? std::min(fmax, th.mhz) : fmax;
+    const double t_at_ref = tfit.time_s(f_ref);
+    const double share = tfit.compute_share(f_ref);
+    sm.unit = model::prior_unit_model(profile, t_at_ref, share);
+    sm.unit.time = tfit;
     // Collectives and send/recv: their spans include waiting for peers, which stretches as the peers
     // slow down, so a time fit reads them as compute-bound; their power is a communication kernel's.
-    if (packing.signatures[s].bound == Boundness::kCommunication) {
+    if (comm) {
       sm.unit.power.fixed_activity = model::kCommunicationActivity;
       sm.communication = true;
     }
-    sm.ref_time_s = t_ref;
+    if (th.mhz > 0 && sm.unit.cap_w > 0) {
+      // It draws the limit at its throttle clock: that sets its SM power (the prior's activity does not).
+      model::PowerModel unit_sm = sm.unit.power;
+      unit_sm.const_w = 0;
+      unit_sm.mem_w = 0;
+      unit_sm.dynamic_w = 1;
+      const double per_w = unit_sm.power_w(th.mhz, sm.unit.time);
+      const double rest = sm.unit.power.const_w + sm.unit.power.memory_w(th.mhz, sm.unit.time);
+      if (per_w > 0 && sm.unit.cap_w > rest) {
+        sm.unit.power.dynamic_w = (sm.unit.cap_w - rest) / per_w;
+        sm.unit.throttle_mhz = th.mhz;
+      }
+    }
+    sm.ref_time_s = sm.unit.throttle_mhz > 0 ? t_at_ref : tfit.time_s(fmax);
     sm.compute_share = share;
     sm.fitted = true;
     const size_t n_pos = pos_time[s].size();
@@ -333,13 +439,19 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   // noise included; with 2 runs δ stays 0.
   constexpr double kEnergySd = 0.005, kFloorPriorSd = 0.025, kFloorMaxDev = 0.08;
   constexpr double kKneePriorSd = 0.025, kKneeMaxDev = 0.08;
+  // The power a throttled signature draws, relative to the modelled limit (model::prior_unit_model's
+  // cap: 98 % of the profile's): σ 2 %, at most ±6 %.
+  constexpr double kLimitPriorSd = 0.02, kLimitMaxDev = 0.06;
   m.gpus.resize(n_gpu);
   const double floor0 = profile.voltage.floor_rel.value;
   for (size_t r = 0; r < n_gpu; ++r) {
     // Per run: static S, dynamic parts that do not scale with V (memory; unsplit or capped signatures)
     // and that do (SM, at the profile's V), and the idle time.
+    // At the limit: energy of throttled signatures at or above their throttle clock (the limit, whatever
+    // this GPU's scales); `cal`: their SM energy below it, with the clock they throttle at.
     struct RunParts {
-      double f = 0, S = 0, d_fix = 0, d_sm = 0, idle_s = 0, E = 0;
+      double f = 0, S = 0, d_fix = 0, d_sm = 0, idle_s = 0, E = 0, at_limit = 0;
+      std::vector<std::pair<double, double>> cal;
     };
     std::vector<RunParts> parts(runs.size());
     for (size_t ri = 0; ri < runs.size(); ++ri) {
@@ -352,7 +464,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         const double t = double(a.busy_ns) * 1e-9 * m.time_ratio(a.signature, rp.f);
         const PowerParts p = power_parts(sm, rp.f);
         rp.S += t * p.stat;
-        if (p.split) {  // not capped: the clock in effect is f
+        if (p.at_limit) {
+          rp.at_limit += t * p.total;
+        } else if (p.split && p.throttle_mhz > 0) {
+          rp.d_fix += t * p.mem;
+          rp.cal.emplace_back(t * p.sm, p.throttle_mhz);
+        } else if (p.split) {  // not capped: the clock in effect is f
           rp.d_fix += t * p.mem;
           rp.d_sm += t * p.sm;
         } else {
@@ -367,9 +484,9 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     }
     // For a floor scale: the (a, b) fit, its predictions and the objective.
     struct Solution {
-      double a = 1, b = 1, scale = 1, knee = 1, objective = 0;
+      double a = 1, b = 1, c = 1, scale = 1, knee = 1, objective = 0;
       bool ok = false;
-      std::vector<double> x, d;  // per run: S + I and D at this floor
+      std::vector<double> x, d, fixed;  // per run: S + I, D and the energy not scaled, at this floor
     };
     auto solve = [&](double scale, double knee) {
       Solution so;
@@ -379,44 +496,73 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       probe.floor_scale = scale;
       probe.knee_scale = knee;
       m.gpus[r] = probe;  // static_scale 1: idle_power_w gives the profile's idle power at this floor
-      double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
+      bool any_fixed = false;
       for (const RunParts& rp : parts) {
         const double v0 = profile.voltage_rel(rp.f), v = m.voltage_rel(graph::RankIndex(uint32_t(r)), rp.f);
         const double k = v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
         const double x = rp.S + rp.idle_s * m.idle_power_w(graph::RankIndex(uint32_t(r)), rp.f);
         const double d = rp.d_fix + k * rp.d_sm;
+        double fixed = rp.at_limit;
+        for (const auto& [e, thr] : rp.cal)
+          fixed += e * m.voltage_gain(graph::RankIndex(uint32_t(r)), rp.f) / m.voltage_gain(graph::RankIndex(uint32_t(r)), thr);
         so.x.push_back(x);
         so.d.push_back(d);
-        sxx += x * x;
-        sxd += x * d;
-        sdd += d * d;
-        sxe += x * rp.E;
-        sde += d * rp.E;
+        so.fixed.push_back(fixed);
+        any_fixed = any_fixed || fixed > 0;
       }
-      const double det = sxx * sdd - sxd * sxd;
-      if (std::abs(det) > 1e-12 * sxx * sdd && det != 0) {
-        so.a = (sxe * sdd - sde * sxd) / det;
-        so.b = (sxx * sde - sxd * sxe) / det;
-        so.ok = so.a > 0.5 && so.a < 2.0 && so.b > 0.3 && so.b < 3.0;
-      }
-      if (!so.ok) {  // ill-conditioned: one common scale instead
-        double num = 0, den = 0;
+      // For a scale c of the power at the limit: (a, b) by least squares on what the rest leaves.
+      auto fit_ab = [&](Solution& t, double c) {
+        t.c = c;
+        t.ok = false;
+        double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
         for (size_t i = 0; i < parts.size(); ++i) {
-          num += (so.x[i] + so.d[i]) * parts[i].E;
-          den += (so.x[i] + so.d[i]) * (so.x[i] + so.d[i]);
+          const double x = t.x[i], d = t.d[i], y = parts[i].E - c * t.fixed[i];
+          sxx += x * x;
+          sxd += x * d;
+          sdd += d * d;
+          sxe += x * y;
+          sde += d * y;
         }
-        so.a = so.b = den > 0 ? num / den : 1.0;
+        const double det = sxx * sdd - sxd * sxd;
+        if (std::abs(det) > 1e-12 * sxx * sdd && det != 0) {
+          t.a = (sxe * sdd - sde * sxd) / det;
+          t.b = (sxx * sde - sxd * sxe) / det;
+          t.ok = t.a > 0.5 && t.a < 2.0 && t.b > 0.3 && t.b < 3.0;
+        }
+        if (!t.ok) {  // ill-conditioned: one common scale instead
+          double num = 0, den = 0;
+          for (size_t i = 0; i < parts.size(); ++i) {
+            num += (t.x[i] + t.d[i]) * (parts[i].E - c * t.fixed[i]);
+            den += (t.x[i] + t.d[i]) * (t.x[i] + t.d[i]);
+          }
+          t.a = t.b = den > 0 ? num / den : 1.0;
+        }
+        double rss = 0;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          if (parts[i].E <= 0) continue;
+          const double e = (t.a * t.x[i] + t.b * t.d[i] + c * t.fixed[i]) / parts[i].E - 1;
+          rss += e * e;
+        }
+        const double dev = scale - 1, kdev = knee - 1, cdev = c - 1;
+        t.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd) +
+                      (kdev * kdev) / (kKneePriorSd * kKneePriorSd) + (cdev * cdev) / (kLimitPriorSd * kLimitPriorSd);
+      };
+      fit_ab(so, 1.0);
+      if (!any_fixed) return so;
+      // The level a throttling GPU holds its power at differs from board to board: a grid, then a finer one.
+      Solution best_c = so;
+      double centre = 1.0;
+      for (double step : {0.0025, 0.0002}) {
+        const double lo = step > 0.001 ? 1 - kLimitMaxDev : centre - 12 * step;
+        const int n = step > 0.001 ? int(std::lround(2 * kLimitMaxDev / step)) : 24;
+        for (int i = 0; i <= n; ++i) {
+          Solution t = so;
+          fit_ab(t, std::clamp(lo + i * step, 1 - kLimitMaxDev, 1 + kLimitMaxDev));
+          if ((t.ok || !best_c.ok) && (t.objective < best_c.objective || (t.ok && !best_c.ok))) best_c = std::move(t);
+        }
+        centre = best_c.c;
       }
-      double rss = 0;
-      for (size_t i = 0; i < parts.size(); ++i) {
-        if (parts[i].E <= 0) continue;
-        const double e = (so.a * so.x[i] + so.b * so.d[i]) / parts[i].E - 1;
-        rss += e * e;
-      }
-      const double dev = scale - 1, kdev = knee - 1;
-      so.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd) +
-                     (kdev * kdev) / (kKneePriorSd * kKneePriorSd);
-      return so;
+      return best_c;
     };
     Solution best = solve(1.0, 1.0);
     const double max_scale = floor0 > 0 ? std::min(1 + kFloorMaxDev, 1.0 / floor0) : 1.0;
@@ -461,9 +607,10 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     c.dynamic_scale = best.b;
     c.floor_scale = best.scale;
     c.knee_scale = best.knee;
+    c.limit_scale = best.c;
     for (size_t i = 0; i < parts.size(); ++i) {
       c.measured_j.push_back(parts[i].E);
-      c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i]);
+      c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.fixed[i]);
     }
   }
   return m;

@@ -270,15 +270,67 @@ TEST(Emulator, ScaledProfileFileMovesTheTruthByItsFactor) {
   EXPECT_GT(gk.voltage(1400), g0.voltage(1400) + 0.01);
   EXPECT_EQ(gk.voltage(below_knee), g0.voltage(below_knee));
 
-  // The whole emulated GPU: time does not depend on the power parameters, energy does.
+  // The whole emulated GPU: time depends on the power parameters only through the power limit (a
+  // throttled kernel's trace duration stands for its throttle clock); with the limit lifted it does
+  // not, and energy still does.
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 2);
   RunOptions o;
   o.jitter = 0;
-  auto base = EmulatedGpu(h100, seed).run(w, ClockSchedule::locked(1200), o);
-  auto more = EmulatedGpu(scaled("power_model", "dynamic_w", 1.2), seed).run(w, ClockSchedule::locked(1200), o);
+  device::DeviceProfile cool = h100, hot = scaled("power_model", "dynamic_w", 1.2);
+  cool.tdp_w.value *= 10;
+  hot.tdp_w.value *= 10;
+  auto base = EmulatedGpu(cool, seed).run(w, ClockSchedule::locked(1200), o);
+  auto more = EmulatedGpu(hot, seed).run(w, ClockSchedule::locked(1200), o);
   ASSERT_TRUE(base && more);
   EXPECT_EQ(base->step_ns, more->step_ns);
   EXPECT_GT(more->energy_j, base->energy_j * 1.03);
+}
+
+// The power limit: a kernel that would draw more than the board's limit at f_max (an A100 GEMM) runs
+// at the lower clock where it meets the limit, as the hardware's power brake has it. Its time then
+// stops shortening: at f_max it is longer than 1/f scaling from a clock below the throttle gives, it
+// takes as long at every clock above its throttle clock, and it draws no more than the limit there.
+TEST(Emulator, AKernelOverThePowerLimitThrottlesItsClock) {
+  const auto profile = *device::builtin_profile("a100");
+  for (uint64_t seed : {1, 2, 3}) {
+    detail::GpuTruth g = detail::make_gpu_truth(profile, seed);
+    detail::KernelTruth k = detail::make_kernel_truth("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x32", seed);
+    ASSERT_EQ(k.cls, detail::KernelClass::kGemm);
+    const detail::KernelTruth free = k;  // before set_throttle: nothing limits its clock
+    // What it would draw at f_max with nothing limiting it: leakage at V(f_max) plus its dynamic power.
+    const double unlimited = g.static_w * (1 + g.leak_slope) + g.dynamic_part_w(free, g.f_max);
+    g.set_throttle(k);
+    ASSERT_GT(unlimited, g.tdp_w) << "this GEMM should draw more than the A100's limit at f_max (seed " << seed << ")";
+    ASSERT_LT(k.throttle_mhz, g.f_max);
+    ASSERT_GT(k.throttle_mhz, 0.5 * g.f_max);
+    const double low = 0.6 * g.f_max;  // below the throttle clock: the kernel runs at the clock set
+    ASSERT_LT(low, k.throttle_mhz);
+    // From `low` to f_max: its time shortens by less than 1/f, and by less than the same kernel's without
+    // the limit (the times are relative to f_max as each runs there).
+    const double gain = g.time_ratio(k, low) / g.time_ratio(k, g.f_max);
+    EXPECT_LT(gain * 1.04, g.f_max / low) << "seed " << seed;
+    EXPECT_LT(gain * 1.04, g.time_ratio(free, low) / g.time_ratio(free, g.f_max)) << "seed " << seed;
+    EXPECT_NEAR(g.time_ratio(k, 0.5 * (k.throttle_mhz + g.f_max)), g.time_ratio(k, g.f_max), 1e-12);
+    EXPECT_GT(g.time_ratio(k, 0.95 * k.throttle_mhz), g.time_ratio(k, g.f_max) * 1.02);
+    for (double f : {k.throttle_mhz, 0.5 * (k.throttle_mhz + g.f_max), g.f_max}) {
+      EXPECT_LE(g.power_w(k, f), g.tdp_w * (1 + 1e-9)) << f << " MHz";
+      EXPECT_GT(g.power_w(k, f), g.tdp_w * 0.999) << f << " MHz";  // at the limit, not below it
+    }
+    EXPECT_LT(g.power_w(k, 0.9 * k.throttle_mhz), g.tdp_w * 0.99);
+    // A memory-bound kernel draws far less: it never throttles.
+    detail::KernelTruth e = detail::make_kernel_truth("vectorized_elementwise_kernel", seed);
+    g.set_throttle(e);
+    EXPECT_GE(e.throttle_mhz, g.f_max);
+  }
+  // In a run: a GEMM-heavy step on an A100 takes as long at 1395 MHz as at 1410 (its GEMMs throttle
+  // below both), while a lower clock still slows it.
+  auto w = synth_workload(synth::Workload::kTrainDP, 1, 4);
+  auto top = gpu("a100", 1).run(w, ClockSchedule::locked(1410), {});
+  auto near = gpu("a100", 1).run(w, ClockSchedule::locked(1395), {});
+  auto below = gpu("a100", 1).run(w, ClockSchedule::locked(1050), {});
+  ASSERT_TRUE(top && near && below);
+  EXPECT_NEAR(near->mean_step_ns() / top->mean_step_ns(), 1.0, 0.002);
+  EXPECT_GT(below->mean_step_ns() / top->mean_step_ns(), 1.05);
 }
 
 // ---- the truth's curves against measured DVFS data ----

@@ -69,10 +69,15 @@ inline constexpr double kCommunicationActivity = 0.25;
 
 // A fitted unit. cap_w > 0: the GPU's power limit was in force; a clock whose power would exceed
 // it runs at the lower clock where the power equals cap_w (the GPU throttles to stay under it).
+// throttle_mhz > 0: the clock where the unit was seen to throttle (its measured times stop shortening
+// there, pack::fit_pack_models); any clock above it runs at it, drawing cap_w, and `power` is scaled so
+// that power_w(throttle_mhz) = cap_w. The clock in effect is then min(f, throttle_mhz), not the one
+// the power curve would give.
 struct UnitModel {
   TimeModel time;
   PowerModel power;
   double cap_w = 0;
+  double throttle_mhz = 0;
 };
 
 struct Prediction {

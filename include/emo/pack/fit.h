@@ -56,6 +56,9 @@ struct GpuCorrection {
   // This GPU's voltage knee relative to the profile's (1: the profile's). Seen only from a profiled
   // clock between the knee and f_max (the default plan has one, docs/profiling.md).
   double knee_scale = 1;
+  // The power this GPU holds a throttled signature at, relative to the modelled limit (1: the cap of
+  // the signature's model). Fitted from the step energies where signatures throttle (docs/models.md).
+  double limit_scale = 1;
   // Step energy at each profiled clock, measured (counter) and as the fitted models predict it.
   std::vector<double> measured_j, predicted_j;
 };
@@ -75,6 +78,8 @@ struct PackModels {
   double idle_power_w(graph::RankIndex gpu, double clock_mhz) const;
   // The GPU's V(f) relative to V(f_max): the profile's curve with the floor scaled by floor_scale.
   double voltage_rel(graph::RankIndex gpu, double clock_mhz) const;
+  // (V_gpu(f)/V(f))²: how much more the SM part draws at f on this GPU than at the profile's voltage.
+  double voltage_gain(graph::RankIndex gpu, double clock_mhz) const;
 };
 
 // The packs that hold a signature whose fit failed: the optimizer keeps them at the default clock.
@@ -122,6 +127,9 @@ struct FitOptions {
   // With it, also fit the voltage knee (GpuCorrection::knee_scale) where a profiled clock lies between
   // the knee and f_max. false: the profile's knee.
   bool fit_voltage_knee = true;
+  // Recognise signatures that throttle at the top profiled clocks (their time stops shortening; they
+  // then draw the power limit, docs/models.md). false: every signature's time is one fitted curve.
+  bool fit_throttle = true;
 };
 
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
