@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "emo/optimize/optimize.h"
 #include "internal.h"
@@ -21,6 +22,45 @@ json op_ref(const graph::Graph& g, const pack::GpuOps& go, uint32_t i) {
   const NodeId n = go.ops[i];
   return json{{"index", i}, {"stream", g.lanes[g.lane[n]].stream},
               {"name", std::string(g.strings.view(g.name[n]))}, {"occurrence", go.occurrence[i]}};
+}
+
+// Where a job's step starts, for a runtime that finds steps by watching kernel launches (the CUPTI
+// injection, docs/runtime.md): the rank's first GPU op launched by a kernel launch, how many launches
+// of that name on that stream a step makes, how many kernel launches the step makes in all, and how
+// long after the step's start that kernel started (the anchor's offset). Absent when the rank's step
+// launches no kernel of its own (graph launches only, or copies only).
+std::optional<json> step_start(const graph::Graph& g, const pack::GpuOps& go) {
+  auto launched = [&](NodeId n) {
+    if (g.kind[n] != graph::NodeKind::kKernel && g.kind[n] != graph::NodeKind::kCommKernel) return false;
+    const graph::PointId s = graph::start_point(n);
+    for (uint32_t i = g.in_offsets[s]; i < g.in_offsets[s + 1]; ++i) {
+      const graph::Edge& e = g.edges[g.in_edges[i]];
+      if (e.kind == graph::EdgeKind::kLaunch && g.strings.view(g.name[graph::node_of(e.src)]).find("LaunchKernel") != std::string_view::npos)
+        return true;
+    }
+    return false;
+  };
+  std::optional<uint32_t> first;
+  uint32_t kernels = 0;
+  for (uint32_t i = 0; i < go.ops.size(); ++i) {
+    if (!launched(go.ops[i])) continue;
+    ++kernels;
+    if (!first) first = i;
+  }
+  if (!first) return std::nullopt;
+  const NodeId f = go.ops[*first];
+  const std::string_view name = g.strings.view(g.name[f]);
+  const int32_t stream = g.lanes[g.lane[f]].stream;
+  uint32_t per_step = 0;
+  for (uint32_t i = 0; i < go.ops.size(); ++i) {
+    const NodeId n = go.ops[i];
+    if (launched(n) && g.lanes[g.lane[n]].stream == stream && g.strings.view(g.name[n]) == name) ++per_step;
+  }
+  return json{{"name", std::string(name)},
+              {"stream", stream},
+              {"per_step", per_step},
+              {"kernel_launches", kernels},
+              {"offset_us", double(g.meas_start_ns[f] - g.meas_start_ns[go.ops[0]]) / 1e3}};
 }
 
 json predicted(const Plan& p) {
@@ -137,7 +177,11 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown, doub
   j["reserve"] = reserve;
   j["switch_latency_ms"] = prof.switch_latency_median_ms.value;
   json ranks = json::array();
-  for (const pack::GpuOps& go : p.gpus) ranks.push_back({{"rank", g.rank_id(go.rank)}, {"gpu_ops", go.ops.size()}});
+  for (const pack::GpuOps& go : p.gpus) {
+    json r = {{"rank", g.rank_id(go.rank)}, {"gpu_ops", go.ops.size()}};
+    if (auto st = step_start(g, go)) r["step_start"] = std::move(*st);
+    ranks.push_back(std::move(r));
+  }
   j["ranks"] = ranks;
   const IssueTimes issue_times(pr);
   const std::vector<int64_t> issue = issue_times.of(s.policy);
