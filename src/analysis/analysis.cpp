@@ -205,6 +205,23 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
                               "modelled from these ranks alone, their collectives' waits as recorded",
                               w.ranks.size(), first.world_size));
   }
+  // Ranks of one run record the same iteration at about the same time: a different ProfilerStep, or
+  // captures far apart (kCaptureGapDoubtS), say the files may come from different runs.
+  for (size_t i = 1; i < w.ranks.size() && i < w.steps.size(); ++i) {
+    if (w.steps[i] < 0 || w.steps[0] < 0 || w.steps[i] == w.steps[0]) continue;
+    out.push_back(fmt::format("{} is ProfilerStep#{}, {} ProfilerStep#{}: the ranks' steps are not one iteration "
+                              "(give --step N for the one they share)",
+                              w.ranks[i].path, w.steps[i], first.path, w.steps[0]));
+    break;
+  }
+  for (const trace::RankTrace& t : w.ranks) {
+    const double apart_s = std::abs(double(t.origin_ns - first.origin_ns)) * 1e-9;
+    if (t.origin_ns == 0 || first.origin_ns == 0 || !(apart_s > kCaptureGapDoubtS)) continue;
+    out.push_back(fmt::format("{} was captured {:.0f} s from {} (more than {:g} s): traces of one run's step are "
+                              "recorded together",
+                              t.path, apart_s, first.path, kCaptureGapDoubtS));
+    break;
+  }
   for (const trace::RankTrace& t : w.ranks) {
     if (t.device_name.empty() || first.device_name.empty() || t.device_name == first.device_name) continue;
     out.push_back(fmt::format("{} ran on {}, {} on {}: traces of one run come from one kind of GPU", t.path,

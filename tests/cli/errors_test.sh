@@ -398,6 +398,25 @@ says "run a replay far from the trace" "^note: give --accept-doubt"
 [ -e "$tmp/overlaprun" ] && { echo "FAIL: a report was written for a doubtful step"; fails=$((fails + 1)); }
 expect 0 "optimize a replay far from the trace, accepted" -- "$emo" optimize "$tmp/overlap.json" --accept-doubt --no-check
 says "optimize a replay far from the trace, accepted" "^warning: the replay of the step takes +9"
+# Ranks of different iterations or captures: rank 1 without its last ProfilerStep (so its last complete
+# step is the one before), or captured an hour later.
+"$emo" synth train-dp --ranks 2 --layers 2 --steps 2 -o "$tmp/tdp2" >/dev/null
+python3 - "$tmp/tdp2" "$tmp" <<'PY'
+import json, sys
+src, out = sys.argv[1], sys.argv[2]
+t = json.load(open(src + "/train-dp_rank1.json"))
+last = max(int(e["name"].split("#")[1]) for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+t2 = dict(t, traceEvents=[e for e in t["traceEvents"] if e.get("name") != "ProfilerStep#%d" % last])
+json.dump(t2, open(out + "/rank1_short.json", "w"))
+t3 = dict(t, baseTimeNanoseconds=t["baseTimeNanoseconds"] + 3600 * 10**9)
+json.dump(t3, open(out + "/rank1_late.json", "w"))
+PY
+expect 0 "ranks of different steps" -- "$emo" analyze "$tmp/tdp2/train-dp_rank0.json" "$tmp/rank1_short.json"
+says "ranks of different steps" "^warning: $tmp/rank1_short.json is ProfilerStep#[0-9]*, $tmp/tdp2/train-dp_rank0.json ProfilerStep#[0-9]*: the ranks' steps are not one iteration"
+expect 0 "ranks captured an hour apart" -- "$emo" analyze "$tmp/tdp2/train-dp_rank0.json" "$tmp/rank1_late.json"
+says "ranks captured an hour apart" "^warning: $tmp/rank1_late.json was captured 3600 s from $tmp/tdp2/train-dp_rank0.json (more than 600 s)"
+expect 0 "ranks of one run" -- "$emo" analyze "$tmp/tdp2/train-dp_rank0.json" "$tmp/tdp2/train-dp_rank1.json"
+if grep -q "^warning:" "$tmp/err"; then echo "FAIL: ranks of one run: warned"; sed 's/^/  | /' "$tmp/err"; fails=$((fails + 1)); fi
 # Most kernels dropped as malformed (negative durations): their launches lose their GPU op, and past
 # 50 % of the launches optimize and run stop rather than optimize what is left.
 python3 - "$tmp/tdp/train-dp_rank0.json" "$tmp/negdur.json" <<'PY'

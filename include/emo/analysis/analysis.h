@@ -70,6 +70,8 @@ std::vector<std::string> import_warnings(const Workload& w);
 // measured step, and launch calls without GPU activity from this share of all launches, are warned about.
 inline constexpr double kReplayDoubtPct = 5.0;
 inline constexpr double kLostLaunchDoubtPct = 1.0;
+// ... and rank files whose captures start further apart than this (seconds).
+inline constexpr double kCaptureGapDoubtS = 600.0;
 
 // Launch calls of the step (kernels and copies; memsets left out, CUPTI often records none) and those
 // whose GPU op is not in the trace: the profiler lost it, it ran past the recording, or the event was
@@ -82,7 +84,8 @@ struct LostLaunches {
 LostLaunches lost_launches(const Workload& w);
 
 // import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
-// ranks recorded on different GPUs, launch calls whose GPU op is not in the trace
+// ranks whose steps are different ProfilerSteps or were captured far apart (kCaptureGapDoubtS), ranks
+// recorded on different GPUs, launch calls whose GPU op is not in the trace
 // (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
 
