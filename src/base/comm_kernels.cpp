@@ -95,17 +95,17 @@ CommLibrary communication_library(std::string_view name) {
   if (w.compare(first, 7, "_triton") == 0) return CommLibrary::kNone;
   if (has(w, "_get_dispatch_layout_")) return CommLibrary::kNone;  // DeepEP's local token count
   // The leftmost match names the library: "rcclGenericKernel(ncclDevComm*)" is RCCL's,
-  // "c10d::nvshmem_extension::allToAllV" PyTorch's.
-  CommLibrary best = CommLibrary::kNone;
-  size_t best_pos = std::string::npos;
-  for (const Rule& r : kRules) {
-    const size_t pos = w.find(r.words);
-    if (pos < best_pos) {
-      best_pos = pos;
-      best = r.library;
+  // "c10d::nvshmem_extension::allToAllV" PyTorch's; at one position, the first rule. Every rule
+  // starts at a word's '_', so only those positions are tried, in order.
+  const std::string_view ws = w;
+  for (size_t pos = ws.find('_'); pos != std::string_view::npos; pos = ws.find('_', pos + 1)) {
+    if (pos + 1 == ws.size()) break;
+    const char next = ws[pos + 1];
+    for (const Rule& r : kRules) {
+      if (r.words[1] == next && ws.compare(pos, r.words.size(), r.words) == 0) return r.library;
     }
   }
-  return best;
+  return CommLibrary::kNone;
 }
 
 bool has_nccl_name(std::string_view name) {
