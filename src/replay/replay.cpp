@@ -93,46 +93,45 @@ void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
 
 namespace {
 
-const char* node_category(NodeKind k) {
+// The critical path's breakdown, in this order; a node or a dependency adds to one of them.
+enum Category : uint8_t { kGpuCompute, kCommunication, kGpuMemory, kCpu, kLaunchOverhead, kSyncWait, kIdle };
+constexpr const char* kCategories[] = {"gpu_compute", "communication", "gpu_memory", "cpu",
+                                       "launch_overhead", "sync_wait", "idle"};
+
+Category node_category(NodeKind k) {
   switch (k) {
-    case NodeKind::kKernel: return "gpu_compute";
+    case NodeKind::kKernel: return kGpuCompute;
     case NodeKind::kCommKernel:
-    case NodeKind::kCollective: return "communication";
+    case NodeKind::kCollective: return kCommunication;
     case NodeKind::kMemcpy:
-    case NodeKind::kMemset: return "gpu_memory";
+    case NodeKind::kMemset: return kGpuMemory;
     case NodeKind::kCpuOp:
     case NodeKind::kCpuGap:
     case NodeKind::kRuntime:
-    case NodeKind::kSyncCall: return "cpu";
-    case NodeKind::kCpuWait: return "sync_wait";  // blocked, not working
+    case NodeKind::kSyncCall: return kCpu;
+    case NodeKind::kCpuWait: return kSyncWait;  // blocked, not working
   }
-  return "cpu";
+  return kCpu;
 }
 
-const char* edge_category(EdgeKind k) {
+Category edge_category(EdgeKind k) {
   switch (k) {
-    case EdgeKind::kLaunch: return "launch_overhead";
-    case EdgeKind::kSync: return "sync_wait";
-    case EdgeKind::kCollective: return "communication";
-    case EdgeKind::kThread: return "cpu";
+    case EdgeKind::kLaunch: return kLaunchOverhead;
+    case EdgeKind::kSync: return kSyncWait;
+    case EdgeKind::kCollective: return kCommunication;
+    case EdgeKind::kThread: return kCpu;
     case EdgeKind::kStream:
-    case EdgeKind::kCrossStream: return "idle";
+    case EdgeKind::kCrossStream: return kIdle;
   }
-  return "idle";
+  return kIdle;
 }
 
 }  // namespace
 
 CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const Timeline& tl) const {
-  static const char* kCategories[] = {"gpu_compute", "communication", "gpu_memory", "cpu",
-                                      "launch_overhead", "sync_wait", "idle"};
   CriticalPath cp;
   for (const char* c : kCategories) cp.breakdown.push_back({c, 0});
-  auto add = [&](const char* cat, int64_t ns) {
-    for (auto& part : cp.breakdown) {
-      if (part.category == cat) part.ns += ns;
-    }
-  };
+  auto add = [&](Category cat, int64_t ns) { cp.breakdown[cat].ns += ns; };
   if (g_.num_nodes() == 0) return cp;
   const int64_t* t = tl.t_ns.data();
   PointId p = tl.last_point;
@@ -167,11 +166,11 @@ CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const T
     int64_t gap = t[p] - t[binding->src];
     int64_t inherent = std::min(gap, g_.inherent_lat_ns[static_cast<int>(binding->kind)]);
     add(edge_category(binding->kind), binding->kind == EdgeKind::kThread ? gap : inherent);
-    if (binding->kind != EdgeKind::kThread) add("idle", gap - inherent);
+    if (binding->kind != EdgeKind::kThread) add(kIdle, gap - inherent);
     if (gap > 0) cp.segments.push_back({n, graph::node_of(binding->src), true, binding->kind, t[binding->src], gap});
     p = binding->src;
   }
-  add("idle", t[p] - tl.begin_ns);  // before the path's first anchor
+  add(kIdle, t[p] - tl.begin_ns);  // before the path's first anchor
   std::reverse(cp.nodes.begin(), cp.nodes.end());
   std::reverse(cp.segments.begin(), cp.segments.end());
   cp.length_ns = tl.makespan_ns();
