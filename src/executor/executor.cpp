@@ -95,6 +95,7 @@ struct Stream {
   std::vector<int64_t> launch_sufmin;  // suffix minimum of the ops' measured launch times
   int last_launched = -1;             // executed: highest position launched so far
   std::vector<int> pending_waits;     // event waits for the next op launched on this stream
+  std::vector<int64_t> end_prefmax;   // prefix maximum of the ops' measured ends
   // Measured: last position whose launch started at or before t; -1 if none.
   int last_launched_before(int64_t t) const {
     auto it = std::upper_bound(launch_sufmin.begin(), launch_sufmin.end(), t);
@@ -691,6 +692,11 @@ class Executor {
   // What every run needs that the trace fixes: the rank's streams, the event
   // records' capture slots, the job's measured begin.
   void prepare_runs() {
+    for (Stream& st : streams_) {
+      st.end_prefmax.resize(st.ops.size());
+      int64_t m = std::numeric_limits<int64_t>::min();
+      for (size_t q = 0; q < st.ops.size(); ++q) st.end_prefmax[q] = m = std::max(m, op(st.ops[q]).me);
+    }
     rank_streams_.assign(ranks_.size(), {});
     for (size_t si = 0; si < streams_.size(); ++si) rank_streams_[streams_[si].rank].push_back(static_cast<int>(si));
     int slots = 0;
@@ -833,11 +839,15 @@ class Executor {
     if (!c.ops.empty()) x.last_launch_stream = op(c.ops.back()).stream;
     for (int o : c.ops) work_.push_back(o);
     drain();
-    // The ops the call waits for; a waited op that the trace shows ending after
-    // the call returned was not waited on.
+    // The ops the call waits for. One the trace shows ending after the call
+    // returned was not waited on: the call waited at most for the last op
+    // before it on its stream that ended by then (threads launching onto one
+    // stream can launch out of their measured order here), if that one has
+    // been launched; else for nothing.
     x.blocked_on.clear();
     auto wait_for = [&](int o) {
-      if (op(o).me > c.me + kTolNs) {
+      if (op(o).me > c.me + kTolNs) o = last_ended_by(o, c.me + kTolNs);
+      if (o < 0) {
         ++stats_.waits_ignored;
         return;
       }
@@ -903,6 +913,18 @@ class Executor {
   // (-1: none), kNotCaptured if that record has not run.
   int captured_of(const Call& c) const {
     return c.capture_slot >= 0 ? captured_[static_cast<size_t>(c.capture_slot)] : kNotCaptured;
+  }
+
+  // The last op at or before op `o` on its stream whose measured end (and every
+  // earlier one's) is no later than `t`, if it is launched (or queued before the
+  // step); -1 if none.
+  int last_ended_by(int o, int64_t t) const {
+    const Stream& st = streams_[static_cast<size_t>(op(o).stream)];
+    const auto end = st.end_prefmax.begin() + static_cast<std::ptrdiff_t>(op(o).pos) + 1;
+    const auto p = std::upper_bound(st.end_prefmax.begin(), end, t) - st.end_prefmax.begin() - 1;
+    if (p < 0) return -1;
+    const int cand = st.ops[static_cast<size_t>(p)];
+    return op(cand).launched || op(cand).fixed ? cand : -1;
   }
 
   // Last op launched so far on stream `s` (its position in the stream's order), -1 if none.

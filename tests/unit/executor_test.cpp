@@ -215,6 +215,31 @@ TEST(Executor, OneRankOfACollectiveScalesItsKernelWhole) {
   EXPECT_EQ(ex->span_ns, 619'000);
 }
 
+// Two threads launch onto stream 7. Thread 1: gemm_K0 [10,110], cudaStreamSynchronize [20,113]
+// (woken 3 µs after K0), gemm_K1 launched at 115 [125,185], cudaStreamSynchronize [121,188], then
+// 212 µs of CPU work to 400. Thread 2 works [0,190] and launches K2 [200,210], after K1 on the
+// stream. Scale 1 reproduces 400. gemm=3: K0 [10,310], the first sync returns at 313, K1 is launched
+// at 315 and runs [325,505]; thread 2 launched K2 at 190 already, so K2 is the last op launched on
+// the stream when the second sync runs (321). The trace shows that sync returning before K2 ended:
+// it waited for K1, the last op before K2 that ended by then, and returns at 508; the CPU work ends
+// at 720. (Waiting for nothing would have let the CPU run on at 388 and end at 600.)
+TEST(Executor, ASyncWaitsForTheLastOpThatEndedBeforeItReturned) {
+  std::string t = TraceJson()
+                      .launch("gemm_K0", 7, 0, 10, 100, 1)
+                      .runtime("cudaStreamSynchronize", 20, 93, 2)
+                      .launch("gemm_K1", 7, 115, 125, 60, 3)
+                      .runtime("cudaStreamSynchronize", 121, 67, 4)
+                      .cpu("post", 188, 212)
+                      .cpu("work2", 0, 190, 2)
+                      .launch("K2", 7, 190, 200, 10, 5, 2)
+                      .str();
+  EXPECT_DOUBLE_EQ(span_us({t}), 400);
+  auto ex = executor::execute(ranks_of({t}), scenario({"gemm=3"}));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->span_ns, 720'000);
+  EXPECT_EQ(ex->stats.waits_ignored, 0);
+}
+
 // A program compiled once runs as often as asked, each time with the durations its callback gives:
 // the scenario's durations reproduce execute(), run after run; a callback that doubles the gemm
 // kernels gives the gemm=2 scenario; a collective's callback gives its transfer, from the last arrival.
