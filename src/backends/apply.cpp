@@ -103,7 +103,7 @@ Result<ApplyResult> apply_run(const emulator::EmulatedGpu& gpu, const analysis::
   ro.trace_steps = 0;
   ro.seed = o.seed;
   ro.energy_log = true;
-  auto run = gpu.run(w, s, ro);
+  auto run = gpu.run(w.ranks, s, ro);
   if (!run) return run.error();
   // The step after the last: its anchor closes the last step.
   monitor.anchor(o.steps, run->end_ns + int64_t(anchor_delay(rng)), std::nullopt);

@@ -41,7 +41,7 @@ Result<optimize::Measured> EmulatedMeter::measure(const std::vector<optimize::Ap
   o.trace_steps = 0;
   o.energy_log = false;
   o.seed = seed;
-  auto run = (*gpu)->run(w, s, o);
+  auto run = (*gpu)->run(w.ranks, s, o);
   if (!run) return run.error();
   // Leave out the first step (it starts from the initial clock, not the policy's steady state).
   optimize::Measured m;
@@ -69,7 +69,7 @@ Result<PackFidelity> pack_fidelity(const Target& on, const analysis::Workload& w
   o.energy_log = false;
   o.seed = 0xf1de11;  // not one of the profiling runs' seeds
   o.probe_period_ns = 10000;
-  auto run = gpu.run(w, emulator::ClockSchedule::locked(clock_mhz), o);
+  auto run = gpu.run(w.ranks, emulator::ClockSchedule::locked(clock_mhz), o);
   if (!run) return run.error();
 
   // The traced (last) step, read back as a user's trace would be.

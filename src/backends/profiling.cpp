@@ -53,7 +53,7 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
     o.steps = packing.plan_steps;
     o.trace_steps = 1;
     o.seed = uint64_t(clocks[i]) * 7919u + 1;
-    runs[i] = gpu.run(w, emulator::ClockSchedule::locked(clocks[i]), o);
+    runs[i] = gpu.run(w.ranks, emulator::ClockSchedule::locked(clocks[i]), o);
   });
   std::vector<std::pair<int, emulator::RunResult>> out;
   for (size_t i = 0; i < clocks.size(); ++i) {

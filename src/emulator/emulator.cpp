@@ -1,7 +1,8 @@
-// The emulated GPU's run: replay the step's graph with every GPU op's duration taken from its hidden
-// truth at the clock in effect (clock changes land mid-kernel; the kernel's remaining work then runs at
-// the new rate), integrate each GPU's power over the run (busy ops, idle gaps at the locked clock),
-// sample the energy counter as hardware does, and write the traced steps as a Kineto trace.
+// The emulated GPU's run: execute the step's program (the independent executor, emo/executor) with
+// every GPU op's duration taken from its hidden truth at the clock in effect when it starts (clock
+// changes land mid-kernel; the kernel's remaining work then runs at the new rate), integrate each
+// GPU's power over the run (busy ops, idle gaps at the locked clock), sample the energy counter as
+// hardware does, and write the traced steps as a Kineto trace.
 #include "emo/emulator/emulator.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <unordered_map>
 
 #include "emulator_detail.h"
@@ -16,8 +18,6 @@
 
 namespace emo::emulator {
 
-using graph::NodeId;
-using graph::NodeKind;
 using detail::GpuTruth;
 using detail::KernelTruth;
 
@@ -91,16 +91,21 @@ int64_t integrate(const GpuTruth& gpu, const KernelTruth& k, const ClockLine& li
 
 }  // namespace
 
-Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSchedule& schedule,
+Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, const ClockSchedule& schedule,
                                    const RunOptions& options) const {
-  const graph::Graph& g = w.graph;
-  const size_t n_ranks = g.rank_paths.size();
+  const size_t n_ranks = ranks.size();
   const GpuTruth& gpu = impl_->gpu;
   if (options.steps < 1 || options.steps > kMaxEmulatedSteps)
     return make_error("emulator", fmt::format("steps must be from 1 to {}", kMaxEmulatedSteps));
-  if (int64_t(options.steps) * int64_t(std::max<size_t>(1, g.num_nodes())) > kMaxRunNodeSteps) {
-    return make_error("emulator", fmt::format("{} steps of {} graph nodes are more than a run replays ({})", options.steps,
-                                              g.num_nodes(), kMaxRunNodeSteps));
+  // The step's program, compiled once: its GPU ops and runtime calls (no more than the graph's nodes,
+  // which bound the packing's plans) bound the run.
+  auto compiled = executor::Program::compile(ranks);
+  if (!compiled.ok()) return compiled.error();
+  executor::Program& program = *compiled;
+  const int64_t items = int64_t(program.gpu_ops().size() + program.calls().size());
+  if (int64_t(options.steps) * std::max<int64_t>(1, items) > kMaxRunNodeSteps) {
+    return make_error("emulator", fmt::format("{} steps of {} GPU ops and runtime calls are more than a run executes ({})",
+                                              options.steps, items, kMaxRunNodeSteps));
   }
   if (options.trace_steps < 0 || options.trace_steps > options.steps)
     return make_error("emulator", "trace_steps must be between 0 and steps");
@@ -121,31 +126,37 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
     }
   }
 
+  const std::vector<executor::Program::GpuOp>& gops = program.gpu_ops();
+  const size_t n_ops = gops.size();
+
   // ---- truths: one per distinct GPU op name ----
   std::vector<KernelTruth> truths;
-  std::unordered_map<StrId, uint32_t> truth_of_name;
-  std::vector<uint32_t> truth(g.num_nodes(), graph::kNoId);
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n]) && g.kind[n] != NodeKind::kCollective) continue;
-    auto [it, fresh] = truth_of_name.try_emplace(g.name[n], uint32_t(truths.size()));
+  std::unordered_map<std::string_view, uint32_t> truth_of_name;
+  std::vector<uint32_t> truth(n_ops, 0);
+  for (size_t i = 0; i < n_ops; ++i) {
+    const trace::RankTrace& t = ranks[gops[i].rank];
+    const trace::Event& e = t.events[gops[i].event];
+    const std::string_view name = t.name_of(e);
+    auto [it, fresh] = truth_of_name.try_emplace(name, uint32_t(truths.size()));
     if (fresh) {
-      KernelTruth k = detail::make_kernel_truth(g.strings.view(g.name[n]), seed_);
-      if (g.kind[n] == NodeKind::kMemcpy || g.kind[n] == NodeKind::kMemset) {
+      KernelTruth k;
+      if (e.kind == trace::EventKind::kMemcpy || e.kind == trace::EventKind::kMemset) {
         k = detail::make_kernel_truth("memcpy", seed_);
-      }
-      if (g.kind[n] == NodeKind::kCommKernel || g.kind[n] == NodeKind::kCollective) {
-        k = detail::make_kernel_truth("nccl", seed_ ^ detail::mix64(g.name[n]));
+      } else if (e.collective != trace::kNoIndex) {
+        k = detail::make_kernel_truth("nccl", seed_ ^ detail::mix64(detail::hash_name(name)));
+      } else {
+        k = detail::make_kernel_truth(name, seed_);
       }
       gpu.set_throttle(k);
       truths.push_back(k);
     }
-    truth[n] = it->second;
+    truth[i] = it->second;
   }
-  // Participants of each logical collective (their GPUs' clocks set its transfer rate).
-  std::vector<std::vector<uint32_t>> coll_ranks(g.num_nodes());
-  for (const graph::Edge& e : g.edges) {
-    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
-    coll_ranks[graph::node_of(e.dst)].push_back(g.rank[graph::node_of(e.src)]);
+  // Ranks of each matched collective (their GPUs' clocks set its transfer rate).
+  std::vector<std::vector<uint32_t>> coll_ranks;
+  for (const auto& members : program.collectives()) {
+    auto& rs = coll_ranks.emplace_back();
+    for (uint32_t m : members) rs.push_back(gops[m].rank);
   }
 
   // ---- the run, step by step ----
@@ -157,16 +168,31 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   const double med_ms = profile_.switch_latency_median_ms.value;
   const double sigma = std::log(std::max(1.0001, profile_.switch_latency_p99_ms.value / med_ms)) / 2.326;
   uint64_t draw = detail::mix64(options.seed * 0x2545f4914f6cdd1dull + seed_);
-  const int64_t g0 = g.measured_begin_ns();
-  replay::Replayer rp(g);
   RunResult out;
   out.ranks.resize(n_ranks);
   std::vector<std::vector<detail::OpSpan>> ops(n_ranks);
-  std::vector<std::pair<int64_t, replay::Timeline>> traced;
+  std::vector<detail::TracedStep> traced;
   int64_t step_start = 0;
   std::vector<int> last_clock(n_ranks, initial);
-  replay::Timeline tl;
   std::vector<int64_t> step_bounds;
+  uint64_t rep_key = 0;
+  // Jitter per op and step; a collective's members share theirs (one transfer).
+  auto jit = [&](uint64_t id) {
+    return std::max(0.5, 1 + options.jitter * normal(rep_key + id * 0x9e3779b97f4a7c15ull));
+  };
+  const executor::Program::DurationFn dur_at = [&](uint32_t i, int64_t t) -> int64_t {
+    const executor::Program::GpuOp& op = gops[i];
+    const int64_t base = op.dur_ns;
+    if (base <= 0) return base;
+    const int64_t at = t + step_start;
+    if (op.collective >= 0) {
+      double f = 1e9;
+      for (uint32_t r : coll_ranks[size_t(op.collective)]) f = std::min(f, lines[r].at(at));
+      const double j = jit(uint64_t(n_ops) + uint64_t(op.collective));
+      return int64_t(std::llround(double(base) * j * gpu.time_ratio(truths[truth[i]], f)));
+    }
+    return integrate(gpu, truths[truth[i]], lines[op.rank], at, double(base) * jit(i));
+  };
   for (int rep = 0; rep < options.steps; ++rep) {
     step_bounds.push_back(step_start);
     // Online: the runtime says what it issues in this step (times from the run's start).
@@ -199,32 +225,15 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
         ++out.ranks[r].clock_changes;
       }
     }
-    const uint64_t rep_key = detail::mix64(options.seed ^ (uint64_t(rep) << 32) ^ seed_);
-    auto jit = [&](NodeId n) {
-      return std::max(0.5, 1 + options.jitter * normal(rep_key + uint64_t(n) * 0x9e3779b97f4a7c15ull));
-    };
-    auto dur_at = [&](NodeId n, int64_t t_graph) -> int64_t {
-      const int64_t base = g.dur_ns[n];
-      if (base <= 0) return base;
-      const NodeKind kind = g.kind[n];
-      if (kind == NodeKind::kCollective) {
-        double f = 1e9;
-        for (uint32_t r : coll_ranks[n]) f = std::min(f, lines[r].at(t_graph - g0 + step_start));
-        if (coll_ranks[n].empty()) f = gpu.f_max;
-        return int64_t(std::llround(double(base) * jit(n) * gpu.time_ratio(truths[truth[n]], f)));
-      }
-      if (!graph::is_gpu(kind)) return base;
-      return integrate(gpu, truths[truth[n]], lines[g.rank[n]], t_graph - g0 + step_start, double(base) * jit(n));
-    };
-    rp.run_dynamic(dur_at, tl);
-    const int64_t span = tl.end_ns - g0;
+    rep_key = detail::mix64(options.seed ^ (uint64_t(rep) << 32) ^ seed_);
+    EMO_RETURN_IF_ERROR(program.run(dur_at));
+    const int64_t span = program.end_ns();
     out.step_ns.push_back(span);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      if (!graph::is_gpu(g.kind[n])) continue;
-      const int64_t b = tl.start(n) - g0 + step_start, e = tl.end(n) - g0 + step_start;
-      if (e > b) ops[g.rank[n]].push_back({b, e, truth[n]});
+    for (uint32_t i = 0; i < n_ops; ++i) {
+      const int64_t b = program.op_start(i) + step_start, e = program.op_end(i) + step_start;
+      if (e > b) ops[gops[i].rank].push_back({b, e, truth[i]});
     }
-    if (rep >= options.steps - options.trace_steps) traced.emplace_back(step_start, tl);
+    if (rep >= options.steps - options.trace_steps) traced.push_back(detail::TracedStep::of(program, step_start));
     step_start += span;
   }
   const int64_t run_end = step_start;
@@ -238,7 +247,7 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   const double period_ns = energy_update_ms() * 1e6;
   for (size_t r = 0; r < n_ranks; ++r) {
     RankRun& rr = out.ranks[r];
-    rr.rank = g.rank_ids.empty() ? int(r) : g.rank_ids[r];
+    rr.rank = ranks[r].rank >= 0 ? ranks[r].rank : int(r);
     detail::EnergyIntegral integral = detail::integrate_energy(gpu, truths, ops[r], lines[r].t, lines[r].f, run_end);
     rr.energy_j = integral.total_j;
     rr.gpu_busy_ns = integral.busy_ns;
@@ -267,7 +276,7 @@ Result<RunResult> EmulatedGpu::run(const analysis::Workload& w, const ClockSched
   // ---- traces of the last steps ----
   if (!traced.empty()) {
     for (size_t r = 0; r < n_ranks; ++r) {
-      out.ranks[r].trace_json = detail::write_kineto(w, uint32_t(r), traced, g0, profile_);
+      out.ranks[r].trace_json = detail::write_kineto(ranks, uint32_t(r), program, traced, profile_);
     }
   }
   return out;

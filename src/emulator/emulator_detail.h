@@ -6,8 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "emo/analysis/analysis.h"
-#include "emo/replay/replay.h"
+#include "emo/device/profile.h"
+#include "emo/executor/executor.h"
+#include "emo/trace/trace.h"
 #include "truth.h"
 
 namespace emo::emulator::detail {
@@ -35,8 +36,17 @@ EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTru
                                 std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
                                 const std::vector<double>& clock_f, int64_t end);
 
-std::string write_kineto(const analysis::Workload& w, uint32_t rank,
-                         const std::vector<std::pair<int64_t, replay::Timeline>>& steps, int64_t g0,
-                         const device::DeviceProfile& profile);
+// One traced step: the program's times in that run (run clock, see executor::Program) and where the
+// step started in the emulated run.
+struct TracedStep {
+  int64_t start_ns = 0;
+  std::vector<int64_t> op_start, op_end, call_start, call_end, thread_end;
+  static TracedStep of(const executor::Program& p, int64_t start_ns);
+};
+
+// The traced steps of rank `rank` as a Kineto trace: GPU ops at their executed times, CPU events
+// through a monotone warp of their thread's time (the thread's calls give measured -> executed anchors).
+std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t rank, const executor::Program& program,
+                         const std::vector<TracedStep>& steps, const device::DeviceProfile& profile);
 
 }  // namespace emo::emulator::detail

@@ -1,18 +1,18 @@
 // Writes what the emulated GPU "recorded": each traced step of one rank in the modern Kineto layout.
-// GPU ops take the times the emulation gave their nodes; CPU events are mapped through a monotone
-// warp of their thread's time (the thread's graph nodes give measured -> emulated anchors), so nesting
-// and order survive. Correlation ids, External ids and collective Seq numbers are shifted per step so
+// GPU ops take the times the executed program gave them; every other event is mapped through a
+// monotone warp of its lane's time (the lane's runtime calls, thread extent and GPU ops give measured
+// -> executed anchors), so nesting and order survive. Correlation ids, External ids and collective Seq numbers are shifted per step so
 // several steps in one file stay distinct.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "emulator_detail.h"
 
 namespace emo::emulator::detail {
 
-using graph::NodeId;
 using trace::EventKind;
 
 namespace {
@@ -71,29 +71,38 @@ struct Warp {
 
 }  // namespace
 
-std::string write_kineto(const analysis::Workload& w, uint32_t rank,
-                         const std::vector<std::pair<int64_t, replay::Timeline>>& steps, int64_t g0,
-                         const device::DeviceProfile& profile) {
-  const graph::Graph& g = w.graph;
-  const trace::RankTrace& t = w.ranks[rank];
-  // Event -> its GPU node; graph time = event ts + delta (rank base and alignment).
-  std::vector<NodeId> gpu_node(t.events.size(), graph::kNoId);
-  std::vector<NodeId> rank_nodes;
-  std::vector<int64_t> deltas;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (g.rank[n] != rank || g.event[n] == graph::kNoId) continue;
-    rank_nodes.push_back(n);
-    if (graph::is_gpu(g.kind[n])) {
-      gpu_node[g.event[n]] = n;
-      deltas.push_back(g.meas_start_ns[n] - t.events[g.event[n]].ts_ns);
-    }
+TracedStep TracedStep::of(const executor::Program& p, int64_t start_ns) {
+  TracedStep s;
+  s.start_ns = start_ns;
+  const auto n_ops = uint32_t(p.gpu_ops().size());
+  const auto n_calls = uint32_t(p.calls().size());
+  const auto n_threads = uint32_t(p.threads().size());
+  s.op_start.resize(n_ops);
+  s.op_end.resize(n_ops);
+  for (uint32_t i = 0; i < n_ops; ++i) {
+    s.op_start[i] = p.op_start(i);
+    s.op_end[i] = p.op_end(i);
   }
-  int64_t delta = 0;
-  if (!deltas.empty()) {
-    std::nth_element(deltas.begin(), deltas.begin() + ptrdiff_t(deltas.size() / 2), deltas.end());
-    delta = deltas[deltas.size() / 2];
-  } else if (!rank_nodes.empty()) {
-    delta = g.meas_start_ns[rank_nodes.front()] - t.events[g.event[rank_nodes.front()]].ts_ns;
+  s.call_start.resize(n_calls);
+  s.call_end.resize(n_calls);
+  for (uint32_t i = 0; i < n_calls; ++i) {
+    s.call_start[i] = p.call_start(i);
+    s.call_end[i] = p.call_end(i);
+  }
+  s.thread_end.resize(n_threads);
+  for (uint32_t i = 0; i < n_threads; ++i) s.thread_end[i] = p.thread_end(i);
+  return s;
+}
+
+std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t rank, const executor::Program& program,
+                         const std::vector<TracedStep>& steps, const device::DeviceProfile& profile) {
+  const trace::RankTrace& t = ranks[rank];
+  // Event -> its GPU op in the program.
+  constexpr uint32_t kNoOp = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> op_of(t.events.size(), kNoOp);
+  const auto& gops = program.gpu_ops();
+  for (uint32_t i = 0; i < gops.size(); ++i) {
+    if (gops[i].rank == rank && gops[i].event < op_of.size()) op_of[gops[i].event] = i;
   }
   int64_t max_corr = 0, max_ext = 0, max_seq = 0;
   for (const auto& e : t.events) {
@@ -113,11 +122,11 @@ std::string write_kineto(const analysis::Workload& w, uint32_t rank,
   // The rank as the input trace named it, in one world that holds every rank (the reader refuses a
   // rank not below world_size): the inputs' world size, the traces given, or the highest rank + 1,
   // whichever is largest (one rank of a larger run analyzed alone is rank 3 of 8, not of 1).
-  const auto rank_id_of = [&](size_t r) { return g.rank_ids.empty() ? int(r) : g.rank_ids[r]; };
+  const auto rank_id_of = [&](size_t r) { return ranks[r].rank >= 0 ? ranks[r].rank : int(r); };
   const int rank_id = rank_id_of(rank);
-  int world_size = int(g.rank_paths.size());
-  for (size_t r = 0; r < w.ranks.size(); ++r)
-    world_size = std::max({world_size, w.ranks[r].world_size, rank_id_of(r) + 1});
+  int world_size = int(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    world_size = std::max({world_size, ranks[r].world_size, rank_id_of(r) + 1});
   fmt::memory_buffer b;
   fmt::format_to(std::back_inserter(b),
                  "{{\"schemaVersion\": 1, \"deviceProperties\": [{{\"id\": 0, \"name\": \"{} (emulated)\"}}],\n"
@@ -126,15 +135,28 @@ std::string write_kineto(const analysis::Workload& w, uint32_t rank,
                  profile.model, rank_id, world_size,
                  kTraceOriginOffsetNs, profile.name, rank);
   bool first = true;
+  const auto& calls = program.calls();
+  const auto& threads = program.threads();
   for (size_t k = 0; k < steps.size(); ++k) {
-    const int64_t step_start = steps[k].first;
-    const replay::Timeline& tl = steps[k].second;
+    const TracedStep& step = steps[k];
+    const int64_t step_start = step.start_ns;
     std::vector<Warp> warps(t.lanes.size());
-    for (NodeId n : rank_nodes) {
-      const uint32_t lane = t.events[g.event[n]].lane;
-      if (lane >= warps.size()) continue;
-      warps[lane].a.emplace_back(g.meas_start_ns[n], tl.start(n));
-      warps[lane].a.emplace_back(g.meas_end_ns[n], tl.end(n));
+    for (uint32_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].rank != rank || calls[c].lane >= warps.size()) continue;
+      warps[calls[c].lane].a.emplace_back(calls[c].measured_start_ns, step.call_start[c]);
+      warps[calls[c].lane].a.emplace_back(calls[c].measured_end_ns, step.call_end[c]);
+    }
+    for (uint32_t h = 0; h < threads.size(); ++h) {
+      if (threads[h].rank != rank || threads[h].lane >= warps.size()) continue;
+      warps[threads[h].lane].a.emplace_back(threads[h].measured_begin_ns, threads[h].measured_begin_ns);
+      warps[threads[h].lane].a.emplace_back(threads[h].measured_end_ns, step.thread_end[h]);
+    }
+    for (uint32_t i = 0; i < gops.size(); ++i) {
+      if (gops[i].rank != rank) continue;
+      const trace::Event& e = t.events[gops[i].event];
+      if (e.lane >= warps.size()) continue;
+      warps[e.lane].a.emplace_back(program.to_run(rank, e.ts_ns), step.op_start[i]);
+      warps[e.lane].a.emplace_back(program.to_run(rank, e.ts_ns + e.dur_ns), step.op_end[i]);
     }
     for (auto& wp : warps) wp.finish();
     const int64_t corr_off = int64_t(k) * (max_corr + 1), ext_off = int64_t(k) * (max_ext + 1);
@@ -144,15 +166,15 @@ std::string write_kineto(const analysis::Workload& w, uint32_t rank,
       if (e.lane >= t.lanes.size()) continue;
       const trace::Lane& lane = t.lanes[e.lane];
       int64_t ts, te;
-      if (gpu_node[i] != graph::kNoId) {
-        ts = tl.start(gpu_node[i]);
-        te = tl.end(gpu_node[i]);
+      if (op_of[i] != kNoOp) {
+        ts = step.op_start[op_of[i]];
+        te = step.op_end[op_of[i]];
       } else {
-        ts = warps[e.lane](e.ts_ns + delta);
-        te = std::max(ts, warps[e.lane](e.ts_ns + e.dur_ns + delta));
+        ts = warps[e.lane](program.to_run(rank, e.ts_ns));
+        te = std::max(ts, warps[e.lane](program.to_run(rank, e.ts_ns + e.dur_ns)));
       }
-      ts = ts - g0 + step_start;
-      te = te - g0 + step_start;
+      ts += step_start;
+      te += step_start;
       if (!first) b.append(std::string_view(",\n"));
       first = false;
       fmt::format_to(std::back_inserter(b), "{{\"ph\": \"X\", \"cat\": \"{}\", \"name\": \"", cat_of(e.kind));

@@ -61,12 +61,13 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
 
 double unit_hash(uint64_t h) { return static_cast<double>(mix64(h) >> 11) * 0x1.0p-53; }
 
-namespace {
 uint64_t hash_name(std::string_view s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
+
+namespace {
 double lerp(double lo, double hi, double u) { return lo + (hi - lo) * u; }
 }  // namespace
 

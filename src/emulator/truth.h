@@ -79,6 +79,7 @@ KernelTruth intensity_truth(double flops_per_byte, const GpuTruth& gpu);
 KernelTruth gemm_truth();
 
 uint64_t mix64(uint64_t x);
+uint64_t hash_name(std::string_view s);  // FNV-1a
 // Uniform in [0, 1) from a hash.
 double unit_hash(uint64_t h);
 

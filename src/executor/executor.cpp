@@ -14,7 +14,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <queue>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -30,6 +29,7 @@ using trace::SyncKind;
 
 constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
 constexpr int64_t kTolNs = 2000;  // CPU/GPU clock noise in one trace
+constexpr int kNotCaptured = -2;   // an event record that has not run
 
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -95,6 +95,7 @@ struct Stream {
   std::vector<int64_t> launch_sufmin;  // suffix minimum of the ops' measured launch times
   int last_launched = -1;             // executed: highest position launched so far
   std::vector<int> pending_waits;     // event waits for the next op launched on this stream
+  std::vector<int64_t> end_prefmax;   // prefix maximum of the ops' measured ends
   // Measured: last position whose launch started at or before t; -1 if none.
   int last_launched_before(int64_t t) const {
     auto it = std::upper_bound(launch_sufmin.begin(), launch_sufmin.end(), t);
@@ -116,10 +117,14 @@ struct Call {
   int wait_stream = -1;        // stream wait: the waiting stream (cuda_sync record)
   int static_src = -1;         // stream wait: source op when no record explains it
   bool memcpy_blocking = false;  // waited for its own copies in the trace
+  int record_stream_of = -1;   // event record: the recording stream named by a cuda_sync record
+  std::vector<int> capture_slots;  // event record: the slots of its correlations
+  int capture_slot = -1;       // stream wait / event sync: the slot of record_corr (-1: no record call)
 };
 
 struct Thread {
   uint32_t rank = 0;
+  uint32_t lane = 0;
   std::vector<int> calls;
   std::vector<int64_t> pre;  // CPU work before each call
   int64_t begin = 0, end_meas = 0, tail = 0;
@@ -145,7 +150,7 @@ struct RankInfo {
   int64_t base = 0;  // local trace time + base = job clock
   int64_t tau_launch = 0, tau_gap = 0, tau_wake = 0;
   std::unordered_map<int64_t, std::vector<int>> ops_by_corr;
-  std::unordered_map<int64_t, int> captured;        // cudaEventRecord correlation -> captured op (-1: none)
+  std::unordered_map<int64_t, int> capture_slot;    // cudaEventRecord correlation -> its slot in captured_
   std::unordered_map<int64_t, int> record_stream_of;  // record correlation -> recording stream (cuda_sync)
 };
 
@@ -154,6 +159,13 @@ class Executor {
   Executor(const std::vector<RankTrace>& ranks, const Scenario& s) : ranks_(ranks), sc_(s) {}
 
   Result<Execution> run() {
+    EMO_RETURN_IF_ERROR(build());
+    EMO_RETURN_IF_ERROR(simulate(nullptr));
+    return report();
+  }
+
+  // The program, from the traces: everything but the simulation.
+  Status build() {
     if (ranks_.empty()) return make_error("", "no trace given");
     info_.resize(ranks_.size());
     collect_ops();
@@ -167,8 +179,25 @@ class Executor {
       return make_error(ranks_[0].path, "the step has no CPU or GPU events to execute",
                         "check the step, or that the trace was recorded with CUDA activities on");
     }
-    EMO_RETURN_IF_ERROR(simulate());
-    return report();
+    prepare_runs();
+    return {};
+  }
+
+  // ---------- what Program shows ----------
+  int64_t origin() const { return origin_; }
+  int64_t base(uint32_t r) const { return info_[r].base; }
+  size_t num_ops() const { return ops_.size(); }
+  const Op& op_at(size_t i) const { return ops_[i]; }
+  const std::vector<Group>& groups() const { return groups_; }
+  const std::vector<Call>& all_calls() const { return calls_; }
+  const std::vector<Thread>& all_threads() const { return threads_; }
+  int64_t call_start_at(size_t c) const { return call_start_[c]; }
+  int64_t call_end_at(size_t c) const { return call_end_[c]; }
+  int64_t executed_end() const {
+    int64_t e = origin_;
+    for (const Thread& x : threads_) e = std::max(e, x.end);
+    for (const Op& o : ops_) e = std::max(e, o.end);
+    return e;
   }
 
  private:
@@ -319,6 +348,7 @@ class Executor {
         if (evs.empty()) continue;
         Thread th;
         th.rank = r;
+        th.lane = t.events[evs.front()].lane;
         th.begin = std::numeric_limits<int64_t>::max();
         th.end_meas = std::numeric_limits<int64_t>::min();
         const int tid = static_cast<int>(threads_.size());
@@ -654,9 +684,90 @@ class Executor {
     bool operator>(const Wake& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
 
-  void schedule(int th, int64_t t) { queue_.push(Wake{t, seq_++, th}); }
+  void schedule(int th, int64_t t) {
+    queue_.push_back(Wake{t, seq_++, th});
+    std::push_heap(queue_.begin(), queue_.end(), std::greater<Wake>());
+  }
 
-  Status simulate() {
+  // What every run needs that the trace fixes: the rank's streams, the event
+  // records' capture slots, the job's measured begin.
+  void prepare_runs() {
+    for (Stream& st : streams_) {
+      st.end_prefmax.resize(st.ops.size());
+      int64_t m = std::numeric_limits<int64_t>::min();
+      for (size_t q = 0; q < st.ops.size(); ++q) st.end_prefmax[q] = m = std::max(m, op(st.ops[q]).me);
+    }
+    rank_streams_.assign(ranks_.size(), {});
+    for (size_t si = 0; si < streams_.size(); ++si) rank_streams_[streams_[si].rank].push_back(static_cast<int>(si));
+    int slots = 0;
+    for (Call& c : calls_) {
+      if (c.kind != CallKind::kEventRecord) continue;
+      RankInfo& ri = info_[c.rank];
+      for (int64_t corr : c.corrs) {
+        auto it = ri.record_stream_of.find(corr);
+        if (it != ri.record_stream_of.end()) c.record_stream_of = it->second;
+        auto [slot, fresh] = ri.capture_slot.try_emplace(corr, slots);
+        if (fresh) ++slots;
+        c.capture_slots.push_back(slot->second);
+      }
+    }
+    for (Call& c : calls_) {
+      if ((c.kind != CallKind::kStreamWait && c.kind != CallKind::kEventSync) || c.record_corr == trace::kNone) continue;
+      const RankInfo& ri = info_[c.rank];
+      auto it = ri.capture_slot.find(c.record_corr);
+      if (it != ri.capture_slot.end()) c.capture_slot = it->second;
+    }
+    captured_.assign(static_cast<size_t>(slots), kNotCaptured);
+    call_start_.assign(calls_.size(), kUnset);
+    call_end_.assign(calls_.size(), kUnset);
+    origin_ = std::numeric_limits<int64_t>::max();
+    for (const Thread& x : threads_) origin_ = std::min(origin_, x.begin);
+    for (const Op& o : ops_) origin_ = std::min(origin_, o.ms);
+    if (origin_ == std::numeric_limits<int64_t>::max()) origin_ = 0;
+  }
+
+  // The executed state back to before the first call.
+  void reset() {
+    for (Op& o : ops_) {
+      o.launched = false;
+      o.launch_t = 0;
+      o.waits.clear();
+      o.dependents.clear();
+      o.waiters.clear();
+      o.start = o.end = kUnset;
+    }
+    for (Stream& s : streams_) {
+      s.last_launched = -1;
+      s.pending_waits.clear();
+    }
+    for (Thread& x : threads_) {
+      x.next = 0;
+      x.end = kUnset;
+      x.last_launch_stream = -1;
+      x.has_record = false;
+      x.last_record_op = -1;
+      x.pending_waits.clear();
+      x.blocked_call = -1;
+      x.blocked_at = 0;
+      x.blocked_on.clear();
+    }
+    for (Group& g : groups_) {
+      g.arrived = 0;
+      g.last_arrival = kUnset;
+    }
+    std::fill(captured_.begin(), captured_.end(), kNotCaptured);
+    queue_.clear();
+    seq_ = 0;
+    work_.clear();
+    now_ = kUnset;
+    stats_.waits_ignored = 0;
+  }
+
+ public:
+  // `dur`: each GPU op's duration when it starts (null: the scenario's).
+  Status simulate(const Program::DurationFn* dur) {
+    reset();
+    dur_ = dur;
     for (int th = 0; th < static_cast<int>(threads_.size()); ++th) {
       Thread& x = thread(th);
       if (x.calls.empty()) {
@@ -675,8 +786,9 @@ class Executor {
     }
     drain();
     while (!queue_.empty()) {
-      Wake w = queue_.top();
-      queue_.pop();
+      std::pop_heap(queue_.begin(), queue_.end(), std::greater<Wake>());
+      Wake w = queue_.back();
+      queue_.pop_back();
       now_ = w.t;
       run_call(w.thread, w.t);
     }
@@ -703,12 +815,13 @@ class Executor {
     return {};
   }
 
+ private:
   // The thread starts call `x.next` at time `t`.
   void run_call(int th, int64_t t) {
     Thread& x = thread(th);
     const int ci = x.calls[x.next];
     Call& c = call(ci);
-    RankInfo& ri = info_[c.rank];
+    call_start_[static_cast<size_t>(ci)] = t;
     // Launches reach their streams' queues now.
     for (int o : c.ops) {
       Op& g = op(o);
@@ -726,17 +839,26 @@ class Executor {
     if (!c.ops.empty()) x.last_launch_stream = op(c.ops.back()).stream;
     for (int o : c.ops) work_.push_back(o);
     drain();
-    std::vector<int> wait_for;
+    // The ops the call waits for. One the trace shows ending after the call
+    // returned was not waited on: the call waited at most for the last op
+    // before it on its stream that ended by then (threads launching onto one
+    // stream can launch out of their measured order here), if that one has
+    // been launched; else for nothing.
+    x.blocked_on.clear();
+    auto wait_for = [&](int o) {
+      if (op(o).me > c.me + kTolNs) o = last_ended_by(o, c.me + kTolNs);
+      if (o < 0) {
+        ++stats_.waits_ignored;
+        return;
+      }
+      x.blocked_on.push_back(o);
+    };
     switch (c.kind) {
       case CallKind::kEventRecord: {
-        int s = -1;
-        for (int64_t corr : c.corrs) {
-          auto it = ri.record_stream_of.find(corr);
-          if (it != ri.record_stream_of.end()) s = it->second;
-        }
+        int s = c.record_stream_of;
         if (s < 0) s = x.last_launch_stream;
         int captured = last_launched_op(s);
-        for (int64_t corr : c.corrs) ri.captured[corr] = captured;
+        for (int slot : c.capture_slots) captured_[static_cast<size_t>(slot)] = captured;
         x.has_record = true;
         x.last_record_op = captured;
         break;
@@ -744,8 +866,8 @@ class Executor {
       case CallKind::kStreamWait: {
         int src = -1;
         if (c.record_corr != trace::kNone) {
-          auto it = ri.captured.find(c.record_corr);
-          src = it != ri.captured.end() ? it->second : c.static_src;
+          const int cap = captured_of(c);
+          src = cap != kNotCaptured ? cap : c.static_src;
         } else if (x.has_record) {
           src = x.last_record_op;
         } else {
@@ -761,41 +883,48 @@ class Executor {
         break;
       }
       case CallKind::kDeviceSync:
-        for (size_t si = 0; si < streams_.size(); ++si) {
-          if (streams_[si].rank != c.rank) continue;
-          int o = last_launched_op(static_cast<int>(si));
-          if (o >= 0) wait_for.push_back(o);
+        for (int si : rank_streams_[c.rank]) {
+          int o = last_launched_op(si);
+          if (o >= 0) wait_for(o);
         }
         break;
       case CallKind::kStreamSync: {
         int o = last_launched_op(c.sync_stream);
-        if (o >= 0) wait_for.push_back(o);
+        if (o >= 0) wait_for(o);
         break;
       }
       case CallKind::kEventSync: {
-        auto it = c.record_corr != trace::kNone ? ri.captured.find(c.record_corr) : ri.captured.end();
-        int o = it != ri.captured.end() ? it->second : last_launched_op(c.sync_stream);
-        if (o >= 0) wait_for.push_back(o);
+        const int cap = c.record_corr != trace::kNone ? captured_of(c) : kNotCaptured;
+        int o = cap != kNotCaptured ? cap : last_launched_op(c.sync_stream);
+        if (o >= 0) wait_for(o);
         break;
       }
       case CallKind::kPlain: break;
     }
     if (c.memcpy_blocking) {
-      for (int o : c.ops) wait_for.push_back(o);
-    }
-    // A waited op that the trace shows ending after the call returned was not waited on.
-    std::vector<int> kept;
-    for (int o : wait_for) {
-      if (op(o).me > c.me + kTolNs) {
-        ++stats_.waits_ignored;
-        continue;
-      }
-      kept.push_back(o);
+      for (int o : c.ops) wait_for(o);
     }
     x.blocked_call = ci;
     x.blocked_at = t;
-    x.blocked_on = std::move(kept);
     try_finish_call(th);
+  }
+
+  // The op the event record named by `c.record_corr` captured in this run
+  // (-1: none), kNotCaptured if that record has not run.
+  int captured_of(const Call& c) const {
+    return c.capture_slot >= 0 ? captured_[static_cast<size_t>(c.capture_slot)] : kNotCaptured;
+  }
+
+  // The last op at or before op `o` on its stream whose measured end (and every
+  // earlier one's) is no later than `t`, if it is launched (or queued before the
+  // step); -1 if none.
+  int last_ended_by(int o, int64_t t) const {
+    const Stream& st = streams_[static_cast<size_t>(op(o).stream)];
+    const auto end = st.end_prefmax.begin() + static_cast<std::ptrdiff_t>(op(o).pos) + 1;
+    const auto p = std::upper_bound(st.end_prefmax.begin(), end, t) - st.end_prefmax.begin() - 1;
+    if (p < 0) return -1;
+    const int cand = st.ops[static_cast<size_t>(p)];
+    return op(cand).launched || op(cand).fixed ? cand : -1;
   }
 
   // Last op launched so far on stream `s` (its position in the stream's order), -1 if none.
@@ -835,6 +964,7 @@ class Executor {
       const int64_t wake = blocked ? own : std::min(dur, info_[c.rank].tau_wake);
       end = std::max(x.blocked_at + own, waited + wake);
     }
+    call_end_[static_cast<size_t>(x.blocked_call)] = std::max(end, now_);
     x.blocked_on.clear();
     x.blocked_call = -1;
     end = std::max(end, now_);
@@ -858,48 +988,54 @@ class Executor {
     if (!o.fixed && !o.launched) return;
     const Stream& s = stream(o.stream);
     const RankInfo& ri = info_[o.rank];
-    struct C {
-      int64_t t, measured, typical;
-    };
-    std::vector<C> cs;
+    const Op* prev = o.pos > 0 ? &op(s.ops[o.pos - 1]) : nullptr;
+    if (prev && prev->end == kUnset) return;  // its end will start this one
+    for (int w : o.waits) {
+      if (op(w).end == kUnset) return;
+    }
     // An op with no launching call in the step: queued behind the op before it
     // in the trace (gap within the typical queue gap), it was launched before
     // that op ended, so only the stream holds it; otherwise it keeps its
     // measured start as the earliest.
-    const bool queued = o.pos > 0 && o.ms - op(s.ops[o.pos - 1]).me <= ri.tau_gap + kTolNs;
-    if (o.fixed && !queued) {
-      cs.push_back(C{o.ms, 0, 0});
-    } else if (!o.fixed) {
-      cs.push_back(C{o.launch_t, std::max<int64_t>(0, o.ms - o.launch_ms), ri.tau_launch});
-    }
-    if (o.pos > 0) {
-      const Op& prev = op(s.ops[o.pos - 1]);
-      if (prev.end == kUnset) return;  // its end will start this one
-      cs.push_back(C{prev.end, std::max<int64_t>(0, o.ms - prev.me), ri.tau_gap});
-    }
-    for (int w : o.waits) {
-      if (op(w).end == kUnset) return;
-      cs.push_back(C{op(w).end, std::max<int64_t>(0, o.ms - op(w).me), ri.tau_gap});
-    }
-    size_t bind = 0;
-    for (size_t k = 1; k < cs.size(); ++k) {
-      if (cs[k].measured - cs[k].typical < cs[bind].measured - cs[bind].typical) bind = k;
-    }
+    const bool queued = prev && o.ms - prev->me <= ri.tau_gap + kTolNs;
+    // The constraints (time, measured latency, typical latency), in order.
+    auto constraints = [&](auto&& f) {
+      if (o.fixed && !queued) {
+        f(o.ms, int64_t{0}, int64_t{0});
+      } else if (!o.fixed) {
+        f(o.launch_t, std::max<int64_t>(0, o.ms - o.launch_ms), ri.tau_launch);
+      }
+      if (prev) f(prev->end, std::max<int64_t>(0, o.ms - prev->me), ri.tau_gap);
+      for (int w : o.waits) f(op(w).end, std::max<int64_t>(0, o.ms - op(w).me), ri.tau_gap);
+    };
+    size_t bind = 0, k = 0;
+    int64_t least = 0;
+    constraints([&](int64_t, int64_t measured, int64_t typical) {
+      if (k == 0 || measured - typical < least) {
+        least = measured - typical;
+        bind = k;
+      }
+      ++k;
+    });
     int64_t start = kUnset;
-    for (size_t k = 0; k < cs.size(); ++k) {
-      int64_t lat = k == bind ? cs[k].measured : std::min(cs[k].measured, cs[k].typical);
-      start = std::max(start, cs[k].t + lat);
-    }
+    k = 0;
+    constraints([&](int64_t t, int64_t measured, int64_t typical) {
+      const int64_t lat = k == bind ? measured : std::min(measured, typical);
+      start = std::max(start, t + lat);
+      ++k;
+    });
     o.start = start;
     if (o.coll >= 0) {
       Group& g = groups_[static_cast<size_t>(o.coll)];
       g.last_arrival = std::max(g.last_arrival, start);
       if (++g.arrived < static_cast<int>(g.members.size())) return;
-      for (int m : g.members) op(m).end = g.last_arrival + op(m).transfer;
+      for (int m : g.members) {
+        op(m).end = g.last_arrival + (dur_ ? (*dur_)(static_cast<uint32_t>(m), g.last_arrival - origin_) : op(m).transfer);
+      }
       for (int m : g.members) finished(m);
       return;
     }
-    o.end = start + o.dur;
+    o.end = start + (dur_ ? (*dur_)(static_cast<uint32_t>(i), start - origin_) : o.dur);
     finished(i);
   }
 
@@ -994,7 +1130,12 @@ class Executor {
   std::vector<Thread> threads_;
   std::vector<Group> groups_;
   ExecutionStats stats_;
-  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> queue_;
+  std::vector<Wake> queue_;  // a min-heap on (time, order of scheduling)
+  std::vector<std::vector<int>> rank_streams_;  // per rank: its streams
+  std::vector<int> captured_;  // per capture slot: the op captured in this run (-1: none)
+  std::vector<int64_t> call_start_, call_end_;  // per call, executed
+  const Program::DurationFn* dur_ = nullptr;
+  int64_t origin_ = 0;  // the job's measured begin
   uint64_t seq_ = 0;
   std::vector<int> work_;
   int64_t now_ = kUnset;
@@ -1075,6 +1216,60 @@ Result<Execution> execute(const std::vector<trace::RankTrace>& ranks, const Scen
   Executor x(ranks, scenario);
   return x.run();
 }
+
+struct Program::Impl {
+  Impl(const std::vector<trace::RankTrace>& ranks, const Scenario& scenario) : x(ranks, scenario) {}
+  Executor x;
+  std::vector<GpuOp> ops;
+  std::vector<std::vector<uint32_t>> collectives;
+  std::vector<Call> calls;
+  std::vector<Thread> threads;
+};
+
+Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Program::Program(Program&&) noexcept = default;
+Program& Program::operator=(Program&&) noexcept = default;
+Program::~Program() = default;
+
+Result<Program> Program::compile(const std::vector<trace::RankTrace>& ranks, const Scenario& scenario) {
+  auto impl = std::make_unique<Impl>(ranks, scenario);
+  Executor& x = impl->x;
+  EMO_RETURN_IF_ERROR(x.build());
+  const int64_t origin = x.origin();
+  impl->ops.reserve(x.num_ops());
+  for (size_t i = 0; i < x.num_ops(); ++i) {
+    const Op& o = x.op_at(i);
+    impl->ops.push_back(GpuOp{o.rank, o.event, o.coll, o.coll >= 0 ? o.transfer : o.dur});
+  }
+  for (const Group& g : x.groups()) {
+    auto& m = impl->collectives.emplace_back();
+    for (int i : g.members) m.push_back(static_cast<uint32_t>(i));
+  }
+  const auto& threads = x.all_threads();
+  for (const auto& c : x.all_calls()) {
+    const auto& th = threads[static_cast<size_t>(c.thread)];
+    impl->calls.push_back(Call{c.rank, th.lane, c.ms - origin, c.me - origin});
+  }
+  for (const auto& th : threads) impl->threads.push_back(Thread{th.rank, th.lane, th.begin - origin, th.end_meas - origin});
+  return Program(std::move(impl));
+}
+
+const std::vector<Program::GpuOp>& Program::gpu_ops() const { return impl_->ops; }
+const std::vector<std::vector<uint32_t>>& Program::collectives() const { return impl_->collectives; }
+const std::vector<Program::Call>& Program::calls() const { return impl_->calls; }
+const std::vector<Program::Thread>& Program::threads() const { return impl_->threads; }
+int64_t Program::to_run(uint32_t rank, int64_t trace_ns) const {
+  return trace_ns + impl_->x.base(rank) - impl_->x.origin();
+}
+Status Program::run(const DurationFn& dur) { return impl_->x.simulate(&dur); }
+int64_t Program::op_start(uint32_t op) const { return impl_->x.op_at(op).start - impl_->x.origin(); }
+int64_t Program::op_end(uint32_t op) const { return impl_->x.op_at(op).end - impl_->x.origin(); }
+int64_t Program::call_start(uint32_t call) const { return impl_->x.call_start_at(call) - impl_->x.origin(); }
+int64_t Program::call_end(uint32_t call) const { return impl_->x.call_end_at(call) - impl_->x.origin(); }
+int64_t Program::thread_end(uint32_t thread) const {
+  return impl_->x.all_threads()[thread].end - impl_->x.origin();
+}
+int64_t Program::end_ns() const { return impl_->x.executed_end() - impl_->x.origin(); }
 
 Result<std::vector<trace::RankTrace>> load_step(const std::vector<std::string>& paths, std::optional<int64_t> step) {
   if (paths.empty()) return make_error("", "no trace given");

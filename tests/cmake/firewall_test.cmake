@@ -69,6 +69,25 @@ file(REMOVE ${planted}/src/pack/fit.cpp ${planted}/include/emo/model/model.h)
 run_scan(${planted})
 expect(fails HAS "src/optimize/optimize.cpp:2: #include \"emulator_detail.h\"" WHAT "an emulator header by name fails")
 
+# The other way: the emulator including graph/ or replay/ (or analysis/, which includes them) fails;
+# the executor's header is fine.
+set(emu ${WORK_DIR}/emu)
+file(COPY ${clean}/ DESTINATION ${emu})
+file(WRITE ${emu}/src/emulator/emulator.cpp
+     "#include \"truth.h\"\n#include \"emo/executor/executor.h\"\n// #include \"emo/replay/replay.h\"\n")
+run_scan(${emu})
+expect(passes HAS "no include of graph, replay or analysis" WHAT "an emulator on the executor passes")
+file(WRITE ${emu}/src/emulator/kineto_out.cpp "#include <vector>\n#include \"emo/replay/replay.h\"\n")
+file(WRITE ${emu}/include/emo/emulator/emulator.h "#pragma once\n#include \"emo/analysis/analysis.h\"\n")
+file(WRITE ${emu}/src/emulator/energy.cpp "#include \"../graph/graph.h\"\n#include \"graph.h\"\n")
+run_scan(${emu})
+expect(fails HAS "src/emulator/kineto_out.cpp:2: #include \"emo/replay/replay.h\""
+                 "include/emo/emulator/emulator.h:2: #include \"emo/analysis/analysis.h\""
+                 "src/emulator/energy.cpp:1: #include \"../graph/graph.h\""
+                 "src/emulator/energy.cpp:2: #include \"graph.h\""
+             LACKS "src/emulator/emulator.cpp"
+       WHAT "the emulator including graph, replay or analysis fails, naming each file and line")
+
 # And the checkout itself.
 run_scan(${EMO_SOURCE_DIR})
 expect(passes WHAT "the real tree passes")

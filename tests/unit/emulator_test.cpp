@@ -12,6 +12,7 @@
 #include "emo/analysis/analysis.h"
 #include "emo/device/profile.h"
 #include "emo/emulator/emulator.h"
+#include "emo/executor/executor.h"
 #include "emo/model/datasets.h"
 #include "emo/synth/synth.h"
 #include "synth_workload.h"
@@ -30,13 +31,15 @@ TEST(Emulator, DefaultClockReproducesTheTrace) {
   auto w = synth_workload(synth::Workload::kTrainDP, 2, 3);
   RunOptions o;
   o.jitter = 0;
-  auto run = gpu("h100").run(w, {}, o);
+  auto run = gpu("h100").run(w.ranks, {}, o);
   ASSERT_TRUE(run.ok()) << run.error().what;
-  replay::Replayer rp(w.graph);
-  replay::Timeline tl;
-  rp.run(tl);
+  // The emulated GPU times the step with the executor: at the default clock (the trace's durations)
+  // it is the executor's step, and so the measured one.
+  auto ex = executor::execute(w.ranks);
+  ASSERT_TRUE(ex.ok());
   ASSERT_EQ(run->step_ns.size(), 1u);
-  EXPECT_NEAR(double(run->step_ns[0]), double(tl.makespan_ns()), 0.001 * double(tl.makespan_ns()));
+  EXPECT_NEAR(double(run->step_ns[0]), double(ex->span_ns), 0.001 * double(ex->span_ns));
+  EXPECT_NEAR(double(run->step_ns[0]), double(ex->measured_span_ns), 0.002 * double(ex->measured_span_ns));
   // Energy lies between all-idle and all-at-TDP.
   const double span_s = double(run->end_ns - run->begin_ns) * 1e-9;
   const device::DeviceProfile p = *device::builtin_profile("h100");
@@ -54,7 +57,7 @@ TEST(Emulator, StepEnergiesAddUpAndTheFirstStepCarriesTheStartingClock) {
   o.trace_steps = 0;
   ClockSchedule s;  // starts at the default clock; lowered at the start of every step
   s.ranks.assign(1, {{0, 1200}});
-  auto run = gpu("h100").run(w, s, o);
+  auto run = gpu("h100").run(w.ranks, s, o);
   ASSERT_TRUE(run.ok()) << run.error().what;
   ASSERT_EQ(run->step_energy_j.size(), 4u);
   double sum = 0;
@@ -77,7 +80,7 @@ TEST(Emulator, ChangesLandingTogetherLeaveTheLastOneInEffectForPowerToo) {
   o.steps = 20;
   o.trace_steps = 0;
   o.energy_log = false;
-  auto locked = g.run(w, ClockSchedule::locked(1980), o);
+  auto locked = g.run(w.ranks, ClockSchedule::locked(1980), o);
   ASSERT_TRUE(locked.ok());
   ClockSchedule s;
   int calls = 0;
@@ -85,7 +88,7 @@ TEST(Emulator, ChangesLandingTogetherLeaveTheLastOneInEffectForPowerToo) {
     ++calls;
     out[0] = {{start, 1200}, {start + 1, 1980}};
   };
-  auto run = g.run(w, s, o);
+  auto run = g.run(w.ranks, s, o);
   ASSERT_TRUE(run.ok()) << run.error().what;
   EXPECT_EQ(calls, 20);
   EXPECT_EQ(run->ranks[0].clock_changes, 40);
@@ -117,8 +120,8 @@ TEST(Emulator, LockedLowClockIsSlowerAndClockChangesLandLate) {
   EmulatedGpu dev = gpu("h100");
   RunOptions o;
   o.jitter = 0;
-  auto hi = dev.run(w, ClockSchedule::locked(1980), o);
-  auto lo = dev.run(w, ClockSchedule::locked(990), o);
+  auto hi = dev.run(w.ranks, ClockSchedule::locked(1980), o);
+  auto lo = dev.run(w.ranks, ClockSchedule::locked(990), o);
   ASSERT_TRUE(hi && lo);
   EXPECT_GT(lo->step_ns[0], hi->step_ns[0] * 5 / 4);
   // A change issued at the step's start takes effect only after the switching latency: the first
@@ -126,7 +129,7 @@ TEST(Emulator, LockedLowClockIsSlowerAndClockChangesLandLate) {
   ClockSchedule s;
   s.initial_mhz = 1980;
   s.ranks = {{{0, 990}}};
-  auto mixed = dev.run(w, s, o);
+  auto mixed = dev.run(w.ranks, s, o);
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->ranks[0].clock_changes, 1);
   EXPECT_LT(mixed->step_ns[0], lo->step_ns[0]);
@@ -135,7 +138,7 @@ TEST(Emulator, LockedLowClockIsSlowerAndClockChangesLandLate) {
 
 TEST(Emulator, UnsupportedClockIsAnError) {
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 1);
-  auto run = gpu("h100").run(w, ClockSchedule::locked(1234), {});
+  auto run = gpu("h100").run(w.ranks, ClockSchedule::locked(1234), {});
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.error().what.find("not a supported clock"), std::string::npos);
 }
@@ -146,21 +149,26 @@ TEST(Emulator, RunLengthOutsideItsRangeIsAnError) {
     RunOptions o;
     o.steps = steps;
     o.trace_steps = 0;
-    auto run = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+    auto run = gpu("h100").run(w.ranks, ClockSchedule::locked(1980), o);
     ASSERT_FALSE(run.ok()) << steps;
     EXPECT_NE(run.error().what.find("steps must be from 1 to"), std::string::npos) << run.error().what;
   }
-  // Within the step count, but more node replays than a run does: an error naming both.
+  // Within the step count, but more GPU ops and calls than a run executes: an error naming both.
+  auto program = executor::Program::compile(w.ranks);
+  ASSERT_TRUE(program.ok());
+  const auto items = int64_t(program->gpu_ops().size() + program->calls().size());
+  EXPECT_LE(items, int64_t(w.graph.num_nodes()));  // the packing's plans, bounded by nodes, always run
   RunOptions o;
-  o.steps = int(kMaxRunNodeSteps / int64_t(w.graph.num_nodes())) + 1;
+  o.steps = int(kMaxRunNodeSteps / items) + 1;
   o.trace_steps = 0;
-  auto run = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+  auto run = gpu("h100").run(w.ranks, ClockSchedule::locked(1980), o);
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.error().what.find("graph nodes are more than a run replays"), std::string::npos) << run.error().what;
+  EXPECT_NE(run.error().what.find("GPU ops and runtime calls are more than a run executes"), std::string::npos)
+      << run.error().what;
   // A short step runs as many times as 2 s of it take: here a few thousand steps.
   o.steps = 3000;
   o.energy_log = false;
-  auto many = gpu("h100").run(w, ClockSchedule::locked(1980), o);
+  auto many = gpu("h100").run(w.ranks, ClockSchedule::locked(1980), o);
   ASSERT_TRUE(many.ok()) << many.error().message();
   EXPECT_EQ(many->step_ns.size(), 3000u);
 }
@@ -170,7 +178,7 @@ TEST(Emulator, EnergyCounterUpdatesCoarselyAndAddsUp) {
   RunOptions o;
   o.steps = 40;
   o.trace_steps = 0;
-  auto run = gpu("a100").run(w, {}, o);
+  auto run = gpu("a100").run(w.ranks, {}, o);
   ASSERT_TRUE(run.ok());
   const auto& log = run->ranks[0].energy;
   ASSERT_GT(log.size(), 3u);
@@ -193,7 +201,7 @@ TEST(Emulator, TraceReadsBackAsTheSameStep) {
   o.steps = 3;
   o.trace_steps = 2;
   o.jitter = 0;
-  auto run = gpu("h200").run(w, ClockSchedule::locked(1410), o);
+  auto run = gpu("h200").run(w.ranks, ClockSchedule::locked(1410), o);
   ASSERT_TRUE(run.ok());
   std::vector<trace::RankTrace> back;
   for (const auto& rr : run->ranks) {
@@ -216,9 +224,9 @@ TEST(Emulator, TraceReadsBackAsTheSameStep) {
 
 TEST(Emulator, SameSeedSameGpuDifferentSeedDifferentGpu) {
   auto w = synth_workload(synth::Workload::kInferDecode, 1, 2);
-  auto a = gpu("h100", 1).run(w, ClockSchedule::locked(1200), {});
-  auto b = gpu("h100", 1).run(w, ClockSchedule::locked(1200), {});
-  auto c = gpu("h100", 2).run(w, ClockSchedule::locked(1200), {});
+  auto a = gpu("h100", 1).run(w.ranks, ClockSchedule::locked(1200), {});
+  auto b = gpu("h100", 1).run(w.ranks, ClockSchedule::locked(1200), {});
+  auto c = gpu("h100", 2).run(w.ranks, ClockSchedule::locked(1200), {});
   ASSERT_TRUE(a && b && c);
   EXPECT_EQ(a->step_ns, b->step_ns);
   EXPECT_EQ(a->energy_j, b->energy_j);
@@ -279,8 +287,8 @@ TEST(Emulator, ScaledProfileFileMovesTheTruthByItsFactor) {
   device::DeviceProfile cool = h100, hot = scaled("power_model", "dynamic_w", 1.2);
   cool.tdp_w.value *= 10;
   hot.tdp_w.value *= 10;
-  auto base = EmulatedGpu(cool, seed).run(w, ClockSchedule::locked(1200), o);
-  auto more = EmulatedGpu(hot, seed).run(w, ClockSchedule::locked(1200), o);
+  auto base = EmulatedGpu(cool, seed).run(w.ranks, ClockSchedule::locked(1200), o);
+  auto more = EmulatedGpu(hot, seed).run(w.ranks, ClockSchedule::locked(1200), o);
   ASSERT_TRUE(base && more);
   EXPECT_EQ(base->step_ns, more->step_ns);
   EXPECT_GT(more->energy_j, base->energy_j * 1.03);
@@ -325,9 +333,9 @@ TEST(Emulator, AKernelOverThePowerLimitThrottlesItsClock) {
   // In a run: a GEMM-heavy step on an A100 takes as long at 1395 MHz as at 1410 (its GEMMs throttle
   // below both), while a lower clock still slows it.
   auto w = synth_workload(synth::Workload::kTrainDP, 1, 4);
-  auto top = gpu("a100", 1).run(w, ClockSchedule::locked(1410), {});
-  auto near = gpu("a100", 1).run(w, ClockSchedule::locked(1395), {});
-  auto below = gpu("a100", 1).run(w, ClockSchedule::locked(1050), {});
+  auto top = gpu("a100", 1).run(w.ranks, ClockSchedule::locked(1410), {});
+  auto near = gpu("a100", 1).run(w.ranks, ClockSchedule::locked(1395), {});
+  auto below = gpu("a100", 1).run(w.ranks, ClockSchedule::locked(1050), {});
   ASSERT_TRUE(top && near && below);
   EXPECT_NEAR(near->mean_step_ns() / top->mean_step_ns(), 1.0, 0.002);
   EXPECT_GT(below->mean_step_ns() / top->mean_step_ns(), 1.05);

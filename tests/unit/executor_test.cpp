@@ -2,6 +2,8 @@
 // hand in each test's comment (times in µs), and on one real trace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "emo/executor/executor.h"
 #include "test_util.h"
 #include "trace_json.h"
@@ -211,6 +213,85 @@ TEST(Executor, OneRankOfACollectiveScalesItsKernelWhole) {
   EXPECT_EQ(ex->stats.collective_kernels_unmatched, 1);
   // The kernel [101,360] x2 -> [101,619].
   EXPECT_EQ(ex->span_ns, 619'000);
+}
+
+// Two threads launch onto stream 7. Thread 1: gemm_K0 [10,110], cudaStreamSynchronize [20,113]
+// (woken 3 µs after K0), gemm_K1 launched at 115 [125,185], cudaStreamSynchronize [121,188], then
+// 212 µs of CPU work to 400. Thread 2 works [0,190] and launches K2 [200,210], after K1 on the
+// stream. Scale 1 reproduces 400. gemm=3: K0 [10,310], the first sync returns at 313, K1 is launched
+// at 315 and runs [325,505]; thread 2 launched K2 at 190 already, so K2 is the last op launched on
+// the stream when the second sync runs (321). The trace shows that sync returning before K2 ended:
+// it waited for K1, the last op before K2 that ended by then, and returns at 508; the CPU work ends
+// at 720. (Waiting for nothing would have let the CPU run on at 388 and end at 600.)
+TEST(Executor, ASyncWaitsForTheLastOpThatEndedBeforeItReturned) {
+  std::string t = TraceJson()
+                      .launch("gemm_K0", 7, 0, 10, 100, 1)
+                      .runtime("cudaStreamSynchronize", 20, 93, 2)
+                      .launch("gemm_K1", 7, 115, 125, 60, 3)
+                      .runtime("cudaStreamSynchronize", 121, 67, 4)
+                      .cpu("post", 188, 212)
+                      .cpu("work2", 0, 190, 2)
+                      .launch("K2", 7, 190, 200, 10, 5, 2)
+                      .str();
+  EXPECT_DOUBLE_EQ(span_us({t}), 400);
+  auto ex = executor::execute(ranks_of({t}), scenario({"gemm=3"}));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->span_ns, 720'000);
+  EXPECT_EQ(ex->stats.waits_ignored, 0);
+}
+
+// A program compiled once runs as often as asked, each time with the durations its callback gives:
+// the scenario's durations reproduce execute(), run after run; a callback that doubles the gemm
+// kernels gives the gemm=2 scenario; a collective's callback gives its transfer, from the last arrival.
+TEST(Executor, ProgramRunsWithDurationsFromItsCallback) {
+  for (const auto& jsons : std::vector<std::vector<std::string>>{
+           {queued_stream()}, {cross_stream(true)}, {stream_sync(false)}, two_rank_collective(5000)}) {
+    const auto ranks = ranks_of(jsons);
+    auto ex = executor::execute(ranks);
+    ASSERT_TRUE(ex.ok());
+    auto p = executor::Program::compile(ranks);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    const auto& ops = p->gpu_ops();
+    for (int rep = 0; rep < 2; ++rep) {
+      ASSERT_TRUE(p->run([&](uint32_t i, int64_t) { return ops[i].dur_ns; }).ok());
+      EXPECT_EQ(p->end_ns(), ex->span_ns);
+      for (uint32_t i = 0; i < ops.size(); ++i) {
+        const auto& r = ex->ranks[ops[i].rank];
+        auto it = std::find_if(r.gpu_ops.begin(), r.gpu_ops.end(),
+                               [&](const executor::GpuOpTime& g) { return g.event == ops[i].event; });
+        ASSERT_NE(it, r.gpu_ops.end());
+        EXPECT_EQ(p->op_start(i), p->to_run(ops[i].rank, it->start_ns)) << i;
+        EXPECT_EQ(p->op_end(i), p->to_run(ops[i].rank, it->end_ns)) << i;
+      }
+    }
+    auto doubled = executor::execute(ranks, scenario({"gemm=2"}));
+    ASSERT_TRUE(doubled.ok());
+    ASSERT_TRUE(p->run([&](uint32_t i, int64_t) {
+                   const auto& t = ranks[ops[i].rank];
+                   const bool gemm = executor::in_class(executor::KernelClass::kGemm, t.name_of(t.events[ops[i].event]));
+                   return gemm ? 2 * ops[i].dur_ns : ops[i].dur_ns;
+                 }).ok());
+    EXPECT_EQ(p->end_ns(), doubled->span_ns);
+  }
+  // The collective: one group of both ranks' kernels, its transfer (59 µs) called from the last
+  // arrival (301); at 3x the step ends at 301 + 177.
+  const auto ranks = ranks_of(two_rank_collective());
+  auto p = executor::Program::compile(ranks);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->collectives().size(), 1u);
+  ASSERT_EQ(p->collectives()[0].size(), 2u);
+  std::vector<int64_t> called_at;
+  ASSERT_TRUE(p->run([&](uint32_t i, int64_t t) {
+                 if (p->gpu_ops()[i].collective < 0) return p->gpu_ops()[i].dur_ns;
+                 EXPECT_EQ(p->gpu_ops()[i].dur_ns, 59'000);
+                 called_at.push_back(t);
+                 return 3 * p->gpu_ops()[i].dur_ns;
+               }).ok());
+  EXPECT_EQ(called_at, (std::vector<int64_t>{301'000, 301'000}));
+  EXPECT_EQ(p->end_ns(), 478'000);
+  // The CPU side: each call's measured and executed times on the run clock.
+  ASSERT_FALSE(p->calls().empty());
+  EXPECT_EQ(p->call_start(0), p->calls()[0].measured_start_ns);
 }
 
 TEST(Executor, KernelClassesFollowTheirKeywords) {

@@ -114,7 +114,7 @@ TEST(Pack, ModelsPredictAnUnprofiledClockOnTheEmulator) {
   emulator::RunOptions o;
   o.steps = 4;
   o.trace_steps = 0;
-  auto truth = gpu.run(s->w, emulator::ClockSchedule::locked(f), o);
+  auto truth = gpu.run(s->w.ranks, emulator::ClockSchedule::locked(f), o);
   ASSERT_TRUE(truth.ok());
   const double t_err = std::abs(double(pred.time_ns) / truth->mean_step_ns() - 1);
   const double e_err = std::abs(pred.energy_j / truth->energy_per_step_j() - 1);

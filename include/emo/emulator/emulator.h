@@ -1,5 +1,6 @@
-// The emulated GPU: runs a workload's dependency graph under an SM-clock schedule and gives back what
-// a run on hardware would — a Kineto trace of the profiled steps at those clocks and an energy-counter
+// The emulated GPU: runs a workload's step — its program, as the independent executor
+// (emo/executor/executor.h) runs it — under an SM-clock schedule and gives back what a run on hardware
+// would — a Kineto trace of the profiled steps at those clocks and an energy-counter
 // log — plus the energy the counter measured over the run. Per-kernel truth (how each kernel's time
 // and power respond to the clock) stays inside the emulator library; model/, pack/ and optimize/ do not
 // link it. Also a `device::Device` (microbenchmarks, clock locks, energy counter) in virtual time, for
@@ -12,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "emo/analysis/analysis.h"
 #include "emo/base/result.h"
 #include "emo/device/device.h"
 #include "emo/device/profile.h"
+#include "emo/trace/trace.h"
 
 namespace emo::emulator {
 
@@ -26,7 +27,7 @@ struct ClockChange {
   int clock_mhz = 0;
 };
 
-// Per rank (graph rank index): the clock at the very start of the run and the changes issued in every
+// Per rank (index into the run's ranks): the clock at the very start of the run and the changes issued in every
 // step. Empty `ranks` = every GPU at `initial_mhz` throughout; initial_mhz 0 = the device's default.
 struct ClockSchedule {
   int initial_mhz = 0;
@@ -39,8 +40,9 @@ struct ClockSchedule {
 };
 
 inline constexpr int kMaxRunSteps = 1000;  // steps a user asks for (evaluate, apply), at most
-// A run's own bound: steps × the step's graph nodes. Short steps (µs decode steps, a few ops) run as many
-// steps as 2 s of energy-counter window need; long ones are bounded by their size.
+// A run's own bound: steps × the step's GPU ops and runtime calls (the executor's program; no more than
+// the step's graph nodes, which bound the packing's profiling plans). Short steps (µs decode steps, a
+// few ops) run as many steps as 2 s of energy-counter window need; long ones are bounded by their size.
 inline constexpr int64_t kMaxRunNodeSteps = 200'000'000;
 inline constexpr int kMaxEmulatedSteps = 10'000'000;
 
@@ -98,8 +100,10 @@ class EmulatedGpu {
   uint64_t seed() const { return seed_; }
   double energy_update_ms() const;
 
-  // Errors: clocks the device does not support, schedules for ranks the workload does not have.
-  Result<RunResult> run(const analysis::Workload& w, const ClockSchedule& schedule,
+  // `ranks`: the step's traces, one per rank, each restricted to the step (analysis::Workload::ranks).
+  // Errors: clocks the device does not support, schedules for ranks the workload does not have, a
+  // step the executor cannot run.
+  Result<RunResult> run(const std::vector<trace::RankTrace>& ranks, const ClockSchedule& schedule,
                         const RunOptions& options = {}) const;
 
   struct Impl;

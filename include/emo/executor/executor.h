@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +98,72 @@ struct Execution {
 // by trace::select_step). An Error when there is nothing to execute or the
 // program cannot finish (a wait that never ends).
 Result<Execution> execute(const std::vector<trace::RankTrace>& ranks, const Scenario& scenario = {});
+
+// A step compiled once and executed many times, each GPU op's duration given by
+// the caller when the op starts (the emulated GPU: its duration at the clock then
+// in effect). Construction does all of execute() but the simulation; run() is
+// execute()'s simulation with the durations from the callback; CPU work keeps its
+// measured time. Times are on the job's clock from its measured begin (origin_ns):
+// the run's ns 0 is the first measured event of the step on any rank. The traces
+// must outlive the program.
+class Program {
+ public:
+  // Errors as execute(): nothing to execute.
+  static Result<Program> compile(const std::vector<trace::RankTrace>& ranks, const Scenario& scenario = {});
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+  ~Program();
+
+  struct GpuOp {
+    uint32_t rank = 0;
+    uint32_t event = 0;      // index into the rank's RankTrace::events
+    int32_t collective = -1;  // matched collective (index into collectives()), -1: none
+    // The scenario's duration; a matched collective's member: its transfer (the
+    // duration less its measured wait for the last peer), which starts once the
+    // last member arrived.
+    int64_t dur_ns = 0;
+  };
+  const std::vector<GpuOp>& gpu_ops() const;
+  // Matched collectives: their members (indices into gpu_ops()), one per rank.
+  const std::vector<std::vector<uint32_t>>& collectives() const;
+
+  // A CPU thread's runtime calls (nested calls folded in) as the program has them.
+  struct Call {
+    uint32_t rank = 0;
+    uint32_t lane = 0;  // the thread's lane in the rank's trace
+    int64_t measured_start_ns = 0, measured_end_ns = 0;  // run clock (see to_run)
+  };
+  const std::vector<Call>& calls() const;
+  struct Thread {
+    uint32_t rank = 0, lane = 0;
+    int64_t measured_begin_ns = 0, measured_end_ns = 0;  // run clock
+  };
+  const std::vector<Thread>& threads() const;
+  // A time of rank `rank`'s own trace on the run clock (the job clock less origin).
+  int64_t to_run(uint32_t rank, int64_t trace_ns) const;
+
+  // Duration (ns) of GPU op `op` (index into gpu_ops()) starting `start_ns` on
+  // the run clock; for a matched collective, of its transfer from the last
+  // arrival. Called once per op and run, in start order.
+  using DurationFn = std::function<int64_t(uint32_t op, int64_t start_ns)>;
+  // An Error when the program cannot finish (a wait that never ends).
+  Status run(const DurationFn& dur);
+  // The last run's times on the run clock: each GPU op's start and end (a
+  // collective member starts at its arrival), each call's start and return,
+  // each thread's end, and the run's end (its last thread or op).
+  int64_t op_start(uint32_t op) const;
+  int64_t op_end(uint32_t op) const;
+  int64_t call_start(uint32_t call) const;
+  int64_t call_end(uint32_t call) const;
+  int64_t thread_end(uint32_t thread) const;
+  int64_t end_ns() const;
+
+  struct Impl;
+
+ private:
+  explicit Program(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 // Reads the files (one per rank), restricts each to `step` (nullopt: the last
 // complete ProfilerStep, else the profiler window) and orders them by rank.
