@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "policy_json.h"
+
 namespace emo::runtime {
 
 Program program_of(const optimize::PolicyFile& policy, size_t n_ranks) {
@@ -31,14 +33,9 @@ Program program_of(const optimize::PolicyFile& policy, size_t n_ranks) {
 
 Result<Program> program_from_policy(const std::string& text, const std::string& where) {
   using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return make_error(where, std::string("not JSON: ") + e.what());
-  }
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != "emo-policy/1")
-    return make_error(where, "not a policy file (schema emo-policy/1)", "write one with `emo optimize -o`");
+  auto parsed = detail::parse_policy_json(text, where);
+  if (!parsed) return parsed.error();
+  json j = std::move(*parsed);
   auto number = [&](const json& o, const char* key, double& out) -> Status {
     if (!o.contains(key) || !o[key].is_number()) return make_error(where, std::string("missing or not a number: ") + key);
     out = o[key].get<double>();

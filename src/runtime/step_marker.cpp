@@ -5,17 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "policy_json.h"
+
 namespace emo::runtime {
 
 Result<StepStart> step_start_from_policy(const std::string& text, int rank, const std::string& where) {
   using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return make_error(where, std::string("not JSON: ") + e.what());
-  }
-  if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array())
+  auto parsed = detail::parse_policy_json(text, where);
+  if (!parsed) return parsed.error();
+  json j = std::move(*parsed);
+  if (!j.contains("ranks") || !j["ranks"].is_array())
     return make_error(where, "no ranks array", "write the policy with `emo optimize -o`");
   for (size_t i = 0; i < j["ranks"].size(); ++i) {
     const json& r = j["ranks"][i];
