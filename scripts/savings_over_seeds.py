@@ -18,7 +18,11 @@ GPU) and prints a markdown table, one row per workload x device:
 - policy from: counts of `summary.policy_from` (dp, a baseline's plan, or default).
 
 A final line counts the cells (workload x device x seed) where the policy is below the best baseline
-(margin < -0.05 points) and gives the command line, date, machine and total time. A failed run shows
+(margin < -0.05 points) and gives the command line, date, machine and total time. Before it, the
+prediction errors the reserve and the check are sized from: over every check round of every cell
+(`summary.check.rounds`: each plan run on the device before it is handed out), the measured minus the
+predicted slowdown in points (the reserve keeps back a tenth of delta for it), and the check's energy
+gap at the default clocks and at each accepted plan (a run warns above 3 %). A failed run shows
 the first line of its error in its row. The time of every run goes to stderr. Runs one `emo` at a time.
 
 usage: scripts/savings_over_seeds.py [--emo build/tools/emo/emo] [--shared ../shared] [--seeds 1-5]
@@ -173,6 +177,7 @@ def main():
 
     delta_pct = 100 * a.max_slowdown
     rows, below_all, cells_total = [], [], 0
+    time_err, energy_gap, rejected, rounds_total = [], [], 0, 0
     for name, files in workloads:
         for dev in devices:
             if isinstance(files, str):  # synth failed / trace set missing
@@ -195,6 +200,17 @@ def main():
                 else:
                     s["_seed"] = seed
                     results.append(s)
+                    chk = s.get("check") or {}
+                    d = chk.get("default") or {}
+                    if d.get("measured_energy_j"):
+                        energy_gap.append(100 * abs(d["predicted_energy_j"] / d["measured_energy_j"] - 1))
+                    for rd in chk.get("rounds") or []:
+                        rounds_total += 1
+                        time_err.append(rd["measured_pct"] - rd["predicted_pct"])
+                        if not rd.get("accepted"):
+                            rejected += 1
+                        elif rd.get("measured_energy_j"):
+                            energy_gap.append(100 * abs(rd["predicted_energy_j"] / rd["measured_energy_j"] - 1))
                 if dt > a.slow and i + 1 < len(seeds):
                     skipped = f"seeds {','.join(map(str, seeds[i + 1:]))} skipped (a run took {dt:.0f} s > {a.slow:.0f} s)"
                     break
@@ -212,6 +228,17 @@ def main():
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(r)
+    def pct(xs, q):
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+    if time_err:
+        over = sum(1 for e in time_err if e > 0.1 * delta_pct)
+        print(f"\nStep-time prediction error over {rounds_total} check rounds (measured − predicted slowdown, points): "
+              f"median {statistics.median(time_err):+.2f}, p95 {pct(time_err, 0.95):+.2f}, max {max(time_err):+.2f}, "
+              f"min {min(time_err):+.2f}; {over} over the reserve's {0.1 * delta_pct:.2f} points; {rejected} rounds "
+              f"rejected by the check. Energy gap (|predicted / measured − 1|) at the default clocks and the accepted "
+              f"plans, {len(energy_gap)} values: median {statistics.median(energy_gap):.2f} %, p95 "
+              f"{pct(energy_gap, 0.95):.2f} %, max {max(energy_gap):.2f} %.")
     date = time.strftime("%Y-%m-%d", time.gmtime())
     cmdline = " ".join(shlex.quote(x) for x in ["scripts/savings_over_seeds.py", *sys.argv[1:]])
     print(f"\nCells (workload × device × seed) where the policy is below the best baseline "
