@@ -18,19 +18,10 @@
 namespace emo::emulator {
 namespace {
 
+using test::ranks_of;
 using test::TraceJson;
 
 constexpr uint64_t kSeed = 5;
-
-std::vector<trace::RankTrace> ranks_of(const std::vector<std::string>& jsons) {
-  std::vector<trace::RankTrace> out;
-  for (size_t i = 0; i < jsons.size(); ++i) {
-    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
-    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
-    if (t.ok()) out.push_back(std::move(t).value());
-  }
-  return out;
-}
 
 const device::DeviceProfile& h100() {
   static const device::DeviceProfile p = *device::builtin_profile("h100");

@@ -11,17 +11,8 @@
 namespace emo {
 namespace {
 
+using test::ranks_of;
 using test::TraceJson;
-
-std::vector<trace::RankTrace> ranks_of(const std::vector<std::string>& jsons) {
-  std::vector<trace::RankTrace> out;
-  for (size_t i = 0; i < jsons.size(); ++i) {
-    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
-    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
-    if (t.ok()) out.push_back(std::move(t).value());
-  }
-  return out;
-}
 
 executor::Scenario scenario(const std::vector<std::string>& specs) {
   executor::Scenario s;

@@ -3,9 +3,13 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "emo/trace/trace.h"
 
 namespace emo::test {
 
@@ -66,5 +70,17 @@ class TraceJson {
   int rank_, world_;
   std::vector<std::string> ev_;
 };
+
+// The traces parsed, one rank per text (named rank0.json, rank1.json, ...); a text that does not parse
+// fails the test and is left out.
+inline std::vector<trace::RankTrace> ranks_of(const std::vector<std::string>& jsons) {
+  std::vector<trace::RankTrace> out;
+  for (size_t i = 0; i < jsons.size(); ++i) {
+    auto t = trace::parse_trace(jsons[i], "rank" + std::to_string(i) + ".json");
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message());
+    if (t.ok()) out.push_back(std::move(t).value());
+  }
+  return out;
+}
 
 }  // namespace emo::test
