@@ -23,7 +23,8 @@ namespace {
 // The plan's runs on the emulated GPU, one per plan clock.
 Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(const Target& on,
                                                                             const analysis::Workload& w,
-                                                                            const pack::Packing& packing) {
+                                                                            const pack::Packing& packing,
+                                                                            const std::vector<int>& clocks) {
   auto gpu_or = on.emulated_gpu("profiling runs need a device that can run the workload",
                                 "use emulated:NAME here; on hardware, record the step at each plan clock "
                                 "(docs/profiling.md) and pass the folder with --profiled");
@@ -46,7 +47,6 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
                     double(pack::kMinProfileWindowNs) / 1e9));
   }
   // The runs are independent (each has its own seed): one per thread.
-  const std::vector<int>& clocks = packing.plan_clocks_mhz;
   std::vector<std::optional<Result<emulator::RunResult>>> runs(clocks.size());
   parallel_for(clocks.size(), [&](size_t i) {
     emulator::RunOptions o;
@@ -76,8 +76,8 @@ int clock_of_dir_name(const std::string& name) {
 }  // namespace
 
 Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
-                                                    const pack::Packing& packing) {
-  auto runs = emulated_plan_runs(on, w, packing);
+                                                    const pack::Packing& packing, const std::vector<int>& clocks) {
+  auto runs = emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks);
   if (!runs) return runs.error();
   // Parse every (clock, rank) trace, in parallel; each text is freed once parsed.
   std::vector<std::pair<size_t, size_t>> items;
@@ -189,8 +189,8 @@ Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir,
 }
 
 Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
-                          const std::string& dir) {
-  auto runs = emulated_plan_runs(on, w, packing);
+                          const std::string& dir, const std::vector<int>& clocks) {
+  auto runs = emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks);
   if (!runs) return runs.error();
   AtomicDir out;
   EMO_RETURN_IF_ERROR(out.open(dir, "profiling folder"));

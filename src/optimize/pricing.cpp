@@ -50,7 +50,8 @@ void map_ops(const pack::Packing& p, Prepared& x) {
   }
 }
 
-// The problem's clocks, or every supported clock from 0.45·f_max up to the default; ascending.
+// The problem's clocks, or every supported clock from 0.45·f_max (pack::kLowestCandidateFrac) up to the
+// default; ascending.
 std::vector<int> candidate_clocks(const Problem& pr) {
   std::vector<int> clocks;
   const auto& prof = pr.models->profile;
@@ -58,7 +59,7 @@ std::vector<int> candidate_clocks(const Problem& pr) {
     clocks = pr.clocks_mhz;
   } else {
     for (int c : prof.sm_clocks.mhz) {
-      if (c >= 0.45 * prof.max_clock_mhz() && c <= pr.default_clock_mhz) clocks.push_back(c);
+      if (c >= pack::kLowestCandidateFrac * prof.max_clock_mhz() && c <= pr.default_clock_mhz) clocks.push_back(c);
     }
   }
   std::sort(clocks.begin(), clocks.end());

@@ -208,24 +208,71 @@ std::vector<PackIndex> packs_held_at_default(const Packing& p, const PackModels&
   return out;
 }
 
+int lowest_candidate_clock(const device::DeviceProfile& profile) {
+  int best = 0;
+  for (int c : profile.sm_clocks.mhz) {
+    if (c >= kLowestCandidateFrac * profile.max_clock_mhz() && (best == 0 || c < best)) best = c;
+  }
+  return best;
+}
+
+StillFalling energy_still_falling(const PackModels& m) {
+  // The counter's noise on a step energy (the fit assumes 0.5 %): a fall smaller than it shows nothing.
+  constexpr double kNoise = 0.005;
+  StillFalling out;
+  const int lowest_candidate = lowest_candidate_clock(m.profile);
+  for (size_t r = 0; r < m.gpus.size(); ++r) {
+    const GpuCorrection& c = m.gpus[r];
+    size_t lo = c.clocks_mhz.size(), next = c.clocks_mhz.size();
+    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size(); ++i) {
+      if (lo == c.clocks_mhz.size() || c.clocks_mhz[i] < c.clocks_mhz[lo]) {
+        next = lo;
+        lo = i;
+      } else if (c.clocks_mhz[i] > c.clocks_mhz[lo] && (next == c.clocks_mhz.size() || c.clocks_mhz[i] < c.clocks_mhz[next])) {
+        next = i;
+      }
+    }
+    if (next == c.clocks_mhz.size() || !(c.measured_j[lo] > 0)) continue;
+    if (!(c.measured_j[lo] < (1 - kNoise) * c.measured_j[next])) continue;
+    if (lowest_candidate <= 0 || lowest_candidate >= c.clocks_mhz[lo]) continue;
+    out.gpu = int(r);
+    out.lowest_mhz = c.clocks_mhz[lo];
+    out.next_mhz = c.clocks_mhz[next];
+    out.lowest_j = c.measured_j[lo];
+    out.next_j = c.measured_j[next];
+    out.profile_mhz = lowest_candidate;
+    return out;
+  }
+  return out;
+}
+
 std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
+  std::vector<std::string> out;
+  if (const StillFalling sf = energy_still_falling(m); sf.profile_mhz > 0) {
+    out.push_back(fmt::format(
+        "GPU {}'s step energy still falls at the lowest profiled clock ({:.3f} J at {} MHz against {:.3f} J at {} MHz): "
+        "its energy-optimal clock may lie lower, where the models extrapolate; record one more run at {} MHz "
+        "(docs/profiling.md)",
+        sf.gpu, sf.lowest_j, sf.lowest_mhz, sf.next_j, sf.next_mhz, sf.profile_mhz));
+  }
   size_t failed = 0, with_ops = 0;
   for (size_t sg = 0; sg < p.signatures.size() && sg < m.signatures.size(); ++sg) {
     if (p.signatures[sg].ops == 0) continue;
     ++with_ops;
     failed += m.signatures[sg].fit_failed ? 1 : 0;
   }
-  if (failed == 0) return {};
+  if (failed == 0) return out;
   int64_t busy = 0, busy_failed = 0;
   for (const Atom& at : p.atoms) {
     if (at.first > at.last) continue;
     busy += at.busy_ns;
     if (at.signature.index() < m.signatures.size() && m.signatures[at.signature.index()].fit_failed) busy_failed += at.busy_ns;
   }
-  return {fmt::format("the time of {} of {} signatures ({:.1f} % of the step's GPU busy time) could not be fitted from "
-                      "the profiled runs; their {} pack(s) are held at the default clock",
-                      failed, with_ops, busy > 0 ? 100.0 * double(busy_failed) / double(busy) : 0.0,
-                      packs_held_at_default(p, m).size())};
+  out.push_back(fmt::format("the time of {} of {} signatures ({:.1f} % of the step's GPU busy time) could not be fitted "
+                            "from the profiled runs; their {} pack(s) are held at the default clock",
+                            failed, with_ops, busy > 0 ? 100.0 * double(busy_failed) / double(busy) : 0.0,
+                            packs_held_at_default(p, m).size()));
+  return out;
 }
 
 PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double f) {
@@ -438,7 +485,14 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   // step energies (kEnergySd) — with as many runs as parameters they would otherwise fit them exactly,
   // noise included; with 2 runs δ stays 0.
   constexpr double kEnergySd = 0.005, kFloorPriorSd = 0.025, kFloorMaxDev = 0.08;
-  constexpr double kKneePriorSd = 0.025, kKneeMaxDev = 0.08;
+  constexpr double kKneeMaxDev = 0.08;
+  // A knee the profile marks assumed (no measured sweep behind it: H100, H200) may be far off — the
+  // sensitivity table moves it ±20 % — and where it is lower, the energy keeps falling below the
+  // assumed knee: σ 10 %, down to 0.75×, fitted only where the runs outnumber (a, b, floor) so they
+  // can tell it. A fitted knee (A100, V100, A40): σ 2.5 %, ±8 %.
+  const bool knee_assumed = profile.voltage.knee_mhz.source.rfind("assumed", 0) == 0;
+  const double kKneePriorSd = knee_assumed ? 0.10 : 0.025;
+  const double knee_lo_scale = knee_assumed ? 0.75 : 1 - kKneeMaxDev;
   // The power a throttled signature draws, relative to the modelled limit (model::prior_unit_model's
   // cap: 98 % of the profile's): σ 2 %, at most ±6 %.
   constexpr double kLimitPriorSd = 0.02, kLimitMaxDev = 0.06;
@@ -573,24 +627,27 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       if (rp.f > profile.voltage.knee_mhz.value && rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix) && rp.d_sm > 0)
         floor_seen = true;
     }
-    // The knee shows only against a run strictly between it and f_max (where V rises).
+    // The knee shows only against a run strictly between it and f_max (where V rises): for a fitted
+    // knee, a run above its whole range; for an assumed one, a run above its lowest and more runs than
+    // (a, b, floor) — with as many, any knee in the range fits them.
     const double knee0 = profile.voltage.knee_mhz.value;
     bool knee_seen = false;
+    const double knee_run_min = knee_assumed ? knee0 * knee_lo_scale : knee0 * (1 + kKneeMaxDev);
     for (const RunParts& rp : parts) {
-      if (options.fit_voltage_knee && rp.f > knee0 * (1 + kKneeMaxDev) && rp.f < fmax &&
-          rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix))
+      if (options.fit_voltage_knee && rp.f > knee_run_min && rp.f < fmax && rp.d_sm >= 0.5 * (rp.d_sm + rp.d_fix) &&
+          (!knee_assumed || parts.size() >= 4))
         knee_seen = true;
     }
     if (options.fit_voltage_floor && best.ok && floor_seen && floor0 > 0 && floor0 < 1) {
       // The objective is smooth in the scales with one minimum in practice: a grid, then finer ones.
-      double step = 0.002, centre = 1.0, kstep = 0.005, kcentre = 1.0;
+      double step = 0.002, centre = 1.0, kstep = knee_assumed ? 0.01 : 0.005, kcentre = 1.0;
       for (int pass = 0; pass < 3; ++pass, step /= 20, kstep /= 10) {
         const double lo = pass == 0 ? 1 - kFloorMaxDev : centre - 20 * step;
         const int n = pass == 0 ? int(std::lround((max_scale - lo) / step)) : 40;
-        const double klo = pass == 0 ? 1 - kKneeMaxDev : kcentre - 10 * kstep;
-        const int kn = !knee_seen ? 0 : pass == 0 ? int(std::lround(2 * kKneeMaxDev / kstep)) : 20;
+        const double klo = pass == 0 ? knee_lo_scale : kcentre - 10 * kstep;
+        const int kn = !knee_seen ? 0 : pass == 0 ? int(std::lround((1 + kKneeMaxDev - knee_lo_scale) / kstep)) : 20;
         for (int j = 0; j <= kn; ++j) {
-          const double kc = knee_seen ? std::clamp(klo + j * kstep, 1 - kKneeMaxDev, 1 + kKneeMaxDev) : 1.0;
+          const double kc = knee_seen ? std::clamp(klo + j * kstep, knee_lo_scale, 1 + kKneeMaxDev) : 1.0;
           for (int i = 0; i <= n; ++i) {
             const double sc = std::clamp(lo + i * step, 1 - kFloorMaxDev, max_scale);
             Solution so = solve(sc, kc);
@@ -609,6 +666,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     c.knee_scale = best.knee;
     c.limit_scale = best.c;
     for (size_t i = 0; i < parts.size(); ++i) {
+      c.clocks_mhz.push_back(runs[i].clock_mhz);
       c.measured_j.push_back(parts[i].E);
       c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.fixed[i]);
     }

@@ -131,6 +131,20 @@ std::string margin_line(const Margin& m, const char* how) {
                      m.baseline_saving_pct, m.points, how);
 }
 
+
+// The clocks the models were fitted at, highest first (the plan's order): the plan's clocks, one more
+// where the energy still fell at the lowest, or a --profiled folder's.
+std::vector<int> profiled_clocks(Session& s) {
+  auto m = s.models();
+  if (!m) {
+    auto p = s.packing();
+    return p ? (*p)->plan_clocks_mhz : std::vector<int>{};
+  }
+  std::vector<int> c = (*m)->clocks_mhz;
+  std::sort(c.rbegin(), c.rend());
+  return c;
+}
+
 }  // namespace
 
 namespace {
@@ -169,7 +183,7 @@ Result<ReportData> report_data(Session& s, const RunInfo& run, bool with_summary
   d.scale_max_mhz = d.default_clock_mhz;
   d.scale_min_mhz = d.default_clock_mhz;
   for (int c : s.profile().sm_clocks.mhz) {
-    if (c >= 0.45 * s.profile().max_clock_mhz() && c <= d.default_clock_mhz) d.scale_min_mhz = std::min(d.scale_min_mhz, c);
+    if (c >= pack::kLowestCandidateFrac * s.profile().max_clock_mhz() && c <= d.default_clock_mhz) d.scale_min_mhz = std::min(d.scale_min_mhz, c);
   }
   d.plans = **ev;
   if (with_summary) {
@@ -225,7 +239,7 @@ Result<json> optimize_document(Session& s) {
   for (const auto& b : sol.baselines) j["baselines"][b.name] = plan_document(b, sol.default_plan);
   j["packs"] = p.packs.size();
   j["signatures"] = p.signatures.size();
-  j["profiled_clocks_mhz"] = p.plan_clocks_mhz;
+  j["profiled_clocks_mhz"] = profiled_clocks(s);
   j["policy_from"] = sol.policy_from;
   j["margin"] = margin_json(predicted_margin(sol));
   j["solve_ms"] = sol.solve_ms;
@@ -347,7 +361,7 @@ Result<json> summary_document(Session& s, const RunInfo& run) {
   sm["profiled_units"] = p.profiled_units;
   sm["kernel_units"] = p.kernel_units;
   sm["profiling_reduction"] = p.reduction();
-  sm["profiled_clocks_mhz"] = p.plan_clocks_mhz;
+  sm["profiled_clocks_mhz"] = profiled_clocks(s);
   auto aj = analyze_document(s, false);
   if (!aj) return aj.error();
   sm["critical_path"] = {{"length_us", aj->at("critical_path").value("length_us", 0.0)},
@@ -474,7 +488,7 @@ std::unique_ptr<View> optimize_text() {
     const pack::Packing& p = **s.packing();
     std::string out = fmt::format("{} packs on {} GPU(s), {} signatures profiled at {} MHz; solved in {:.1f} ms ({} replays)\n",
                                   p.packs.size(), p.gpus.size(), p.signatures.size(),
-                                  fmt::join(p.plan_clocks_mhz, ","), sol.solve_ms, sol.replays);
+                                  fmt::join(profiled_clocks(s), ","), sol.solve_ms, sol.replays);
     auto row = [&](const optimize::Plan& pl) {
       out += fmt::format("  {:<13} {:10.3f} ms  {:10.3f} J  {:+6.2f} % time  {:6.2f} % energy saved (predicted)\n",
                          pl.name, double(pl.time_ns) / 1e6, pl.energy_j,

@@ -167,6 +167,18 @@ Result<const pack::PackModels*> Session::models() {
     StageTimer t(s_->stage_ms, "fit");
     auto m = pack::fit_pack_models(*s_->workload, *s_->packing, **runs, profile());
     if (!m) return m.error();
+    // Where a GPU's step energy still falls at the lowest profiled clock, the energy-optimal clock may lie
+    // below it: profile one more clock there (the lowest the optimizer considers) and fit again. Recorded
+    // runs (--profiled) cannot grow: fit_warnings names the clock to record.
+    if (const pack::StillFalling sf = pack::energy_still_falling(*m); sf.profile_mhz > 0 && s_->o.profiled_dir.empty()) {
+      say(fmt::format("GPU {}'s step energy still falls at {} MHz (the lowest profiled clock): profiling {} MHz too",
+                      sf.gpu, sf.lowest_mhz, sf.profile_mhz));
+      auto more = backends::profile_plan(bench(), *s_->workload, *s_->packing, {sf.profile_mhz});
+      if (!more) return more.error();
+      for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
+      m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());
+      if (!m) return m.error();
+    }
     s_->models = std::move(*m);
   }
   return &*s_->models;
@@ -316,7 +328,10 @@ Result<const backends::PackFidelity*> Session::pack_fidelity(int clock_mhz) {
 Status Session::write_profiled_dir(const std::string& dir) {
   auto p = packing();
   if (!p) return p.error();
-  return backends::write_profiled_dir(bench(), *s_->workload, **p, dir);
+  // The clocks profiling in memory ends with: the plan's, and one more where the energy still falls.
+  auto m = models();
+  if (!m) return m.error();
+  return backends::write_profiled_dir(bench(), *s_->workload, **p, dir, (*m)->clocks_mhz);
 }
 
 }  // namespace emo::session

@@ -268,18 +268,23 @@ expect 1 "run for a billion steps" -- "$emo" run "$t0" --steps 1000000000 -o "$t
 says "run for a billion steps" "^error: --steps: must be from 2"
 
 # A prediction the check measures far from what it predicted is doubted aloud (stderr and --json), and one
-# it measures close is not: on emulated A100 GPU 2 the GEMMs throttle at 1410 MHz, and with only two
-# profiled clocks the fit cannot tell (it needs two clocks below the throttled one), so the models miss it.
-expect 0 "optimize whose check doubts its prediction" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device a100 \
-  --profile-on emulated:a100@2 --profile-clocks 2 --min-pack-ms 2 --json "$tmp/doubt.json"
+# it measures close is not: an emulated H100 whose voltage floor is 20 % below the profile's (a GPU unlike
+# the profile, further off than the fit lets a floor move, ±8 %) draws far less below the knee than modelled.
+"$emo" devices h100 --json "$tmp/h100.json" >/dev/null
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+j['devices'][0]['voltage']['floor_rel']['value'] *= 0.8
+json.dump(j, open(sys.argv[2], 'w'))
+" "$tmp/h100.json" "$tmp/h100_low_floor.json"
+expect 0 "optimize whose check doubts its prediction" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 \
+  --profile-on "emulated:$tmp/h100_low_floor.json" --min-pack-ms 2 --json "$tmp/doubt.json"
 says "optimize whose check doubts its prediction" "^warning: the check measured a step energy"
-# The trace was recorded on an H100, the models are of an A100: said too, apart from the check's doubt.
 python3 -c "
 import json, sys
 j = json.load(open(sys.argv[1]))
 w = j['warnings']
-assert j['check']['energy_gap_pct'] > 3 and sum(x.startswith('the check measured') for x in w) == 1, w
-assert sum('not the a100 of --device' in x for x in w) == 1 and len(w) == 2, w
+assert j['check']['energy_gap_pct'] > 3 and sum(x.startswith('the check measured') for x in w) == 1 and len(w) == 1, w
 " "$tmp/doubt.json" || { echo "FAIL: doubt in --json"; fails=$((fails + 1)); }
 expect 0 "optimize whose check agrees" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 --json "$tmp/nodoubt.json"
 if grep -q "^warning:" "$tmp/err"; then echo "FAIL: optimize whose check agrees: warned"; fails=$((fails + 1)); fi

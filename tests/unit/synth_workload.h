@@ -21,7 +21,7 @@
 namespace emo::test {
 
 inline analysis::Workload synth_workload(synth::Workload kind, int ranks, int layers, uint64_t seed,
-                                         int microbatches = 0) {
+                                         int microbatches = 0, int decode_tokens = 0) {
   synth::Options o;
   o.workload = kind;
   o.ranks = ranks;
@@ -29,6 +29,7 @@ inline analysis::Workload synth_workload(synth::Workload kind, int ranks, int la
   o.steps = 2;
   o.seed = seed;
   if (microbatches > 0) o.microbatches = microbatches;
+  if (decode_tokens > 0) o.decode_tokens = decode_tokens;
   std::vector<trace::RankTrace> traces;
   for (int r = 0; r < ranks; ++r) {
     auto t = trace::parse_trace(synth::render_trace(o, r), "rank" + std::to_string(r));

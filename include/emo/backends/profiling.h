@@ -15,9 +15,10 @@ namespace emo::backends {
 
 // Runs the packing's profiling plan on `on`: the step at each plan clock, `plan_steps` times, one traced
 // step and the energy log per rank. Emulated devices only; on hardware record the traces at the plan's
-// clocks (see docs/profiling.md) — any other device gives an Error saying so.
+// clocks (see docs/profiling.md) — any other device gives an Error saying so. `clocks`: these clocks
+// instead of the plan's (one more run where the energy still falls, pack::energy_still_falling).
 Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
-                                                    const pack::Packing& packing);
+                                                    const pack::Packing& packing, const std::vector<int>& clocks = {});
 
 // ---- profiling runs on disk (docs/profiling.md) ----
 // A folder of profiling runs, one subfolder per locked clock, named "<MHz>mhz", each holding for every
@@ -26,9 +27,10 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const anal
 // "# ..." comment line, the header "t_ns,energy_mj", rows of absolute trace-clock ns and counter mJ).
 // Hardware captures write this layout; `emo profile` writes it from the emulated GPU.
 Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w);
-// Runs the profiling plan on an emulated device and writes the folder (built aside, renamed when complete).
+// Runs the profiling plan (or `clocks`, when given) on an emulated device and writes the folder (built
+// aside, renamed when complete).
 Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
-                          const std::string& dir);
+                          const std::string& dir, const std::vector<int>& clocks = {});
 // The energy log format above, parsed; errors name the file and line.
 Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text, const std::string& name);
 

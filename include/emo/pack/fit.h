@@ -59,9 +59,16 @@ struct GpuCorrection {
   // The power this GPU holds a throttled signature at, relative to the modelled limit (1: the cap of
   // the signature's model). Fitted from the step energies where signatures throttle (docs/models.md).
   double limit_scale = 1;
-  // Step energy at each profiled clock, measured (counter) and as the fitted models predict it.
+  // Step energy at each profiled clock (in the runs' order), measured (counter) and as the fitted
+  // models predict it.
+  std::vector<int> clocks_mhz;
   std::vector<double> measured_j, predicted_j;
 };
+
+// The lowest clock the optimizer considers (pricing's candidates): the lowest supported clock at or
+// above this fraction of f_max.
+inline constexpr double kLowestCandidateFrac = 0.45;
+int lowest_candidate_clock(const device::DeviceProfile& profile);
 
 struct PackModels {
   device::DeviceProfile profile;
@@ -82,10 +89,24 @@ struct PackModels {
   double voltage_gain(graph::RankIndex gpu, double clock_mhz) const;
 };
 
+// Where a GPU's measured step energy still falls at the lowest profiled clock (lower there than at the
+// next profiled clock by more than the counter's noise) and the optimizer's candidates reach below it,
+// the energy-optimal clock may lie below what the runs show: the clock to profile next (the lowest
+// candidate), else 0. Idle-dominated steps do this — their idle power keeps falling with the clock.
+struct StillFalling {
+  int gpu = -1;               // the first such GPU (rank index)
+  int lowest_mhz = 0;         // its lowest profiled clock
+  int next_mhz = 0;           // the profiled clock above it
+  double lowest_j = 0, next_j = 0;  // its measured step energies there
+  int profile_mhz = 0;        // the clock to profile next
+};
+StillFalling energy_still_falling(const PackModels& models);
+
 // The packs that hold a signature whose fit failed: the optimizer keeps them at the default clock.
 std::vector<PackIndex> packs_held_at_default(const Packing& packing, const PackModels& models);
 // One warning per kind of doubt the fit leaves: signatures whose fit failed (how many, their share of
-// the step's GPU busy time, and that their packs are held at the default clock). Empty: none.
+// the step's GPU busy time, and that their packs are held at the default clock); a step energy still
+// falling at the lowest profiled clock (energy_still_falling). Empty: none.
 std::vector<std::string> fit_warnings(const Packing& packing, const PackModels& models);
 
 // A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —

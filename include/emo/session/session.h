@@ -104,7 +104,8 @@ class Session {
   // ---- with arguments: cached per argument ----
   Result<const analysis::WhatIf*> what_if(const std::vector<analysis::Scale>& scales);
   Result<const backends::PackFidelity*> pack_fidelity(int clock_mhz);
-  // The profiling plan run on bench() and written as a hardware capture would be (docs/profiling.md).
+  // The profiling plan run on bench() and written as a hardware capture would be (docs/profiling.md),
+  // with the clock models() adds where the energy still falls at the lowest plan clock.
   Status write_profiled_dir(const std::string& dir);
 
   // Wall-clock ms of each stage run so far ("analyze", "pack", "profile", "fit", "optimize", "evaluate").
