@@ -219,6 +219,15 @@ TEST(FitEnergy, ThrottledSignaturesAreRecognisedAndPricedAtTheirClock) {
   EXPECT_GE(gpus_throttled, 4);
 }
 
+// A session over one real trace, profiled on `profile_on`.
+Result<session::Session> session_on(const std::string& path, const std::string& device, const std::string& profile_on) {
+  session::Options o;
+  o.traces = {path};
+  o.device = device;
+  o.profile_on = profile_on;
+  return session::Session::open(o);
+}
+
 // Times that stop shortening at the top clocks for another reason: a small model's step (Qwen1.5-0.5B,
 // recorded on an H100) run as an A100's, whose short kernels are bound by their fixed overheads. Read
 // as throttling and priced at the power limit, they miss the profiled step energies by more than 1 %
@@ -227,11 +236,7 @@ TEST(FitEnergy, ThrottledSignaturesAreRecognisedAndPricedAtTheirClock) {
 // explains them better and predicts the default clock within 1 %.
 TEST(FitEnergy, TimesFlatForAnotherReasonAreNotPricedAtTheLimit) {
   EMO_REQUIRE_SHARED(path, "traces/tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz");
-  session::Options o;
-  o.traces = {path};
-  o.device = "a100";
-  o.profile_on = "emulated:a100@5";
-  auto s = session::Session::open(o);
+  auto s = session_on(path, "a100", "emulated:a100@5");
   ASSERT_TRUE(s.ok()) << s.error().message();
   auto m = s->models();
   ASSERT_TRUE(m.ok()) << m.error().message();
@@ -269,11 +274,7 @@ TEST(FitEnergy, TimesFlatForAnotherReasonAreNotPricedAtTheLimit) {
 // common scale and missed the default clock by 3.8 %.
 TEST(FitEnergy, FloorIsSearchedWhereTheUnscaledFitFails) {
   EMO_REQUIRE_SHARED(path, "traces/hta/tests/data/trace_filter/sampled_rank-1.json.gz");
-  session::Options o;
-  o.traces = {path};
-  o.device = "h100";
-  o.profile_on = "emulated:h100@1";
-  auto s = session::Session::open(o);
+  auto s = session_on(path, "h100", "emulated:h100@1");
   ASSERT_TRUE(s.ok()) << s.error().message();
   auto m = s->models();
   ASSERT_TRUE(m.ok()) << m.error().message();
