@@ -293,10 +293,9 @@ PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double
 }
 
 
-namespace {
-
-Result<PackModels> fit_once(const analysis::Workload& base, const Packing& packing, const std::vector<ProfiledRun>& runs,
-                            const device::DeviceProfile& profile, const FitOptions& options) {
+Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
+                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
+                                   const FitOptions& options) {
   const graph::Graph& g = base.graph;
   PackModels m;
   m.profile = profile;
@@ -639,7 +638,7 @@ Result<PackModels> fit_once(const analysis::Workload& base, const Packing& packi
           (!knee_assumed || parts.size() >= 4))
         knee_seen = true;
     }
-    if (options.fit_voltage_floor && floor_seen && floor0 > 0 && floor0 < 1) {
+    if (options.fit_voltage_floor && best.ok && floor_seen && floor0 > 0 && floor0 < 1) {
       // The objective is smooth in the scales with one minimum in practice: a grid, then finer ones.
       double step = 0.002, centre = 1.0, kstep = knee_assumed ? 0.01 : 0.005, kcentre = 1.0;
       for (int pass = 0; pass < 3; ++pass, step /= 20, kstep /= 10) {
@@ -652,7 +651,7 @@ Result<PackModels> fit_once(const analysis::Workload& base, const Packing& packi
           for (int i = 0; i <= n; ++i) {
             const double sc = std::clamp(lo + i * step, 1 - kFloorMaxDev, max_scale);
             Solution so = solve(sc, kc);
-            if (so.ok && (!best.ok || so.objective < best.objective)) best = std::move(so);
+            if (so.ok && so.objective < best.objective) best = std::move(so);
           }
         }
         centre = best.scale;
@@ -672,46 +671,6 @@ Result<PackModels> fit_once(const analysis::Workload& base, const Packing& packi
       c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.fixed[i]);
     }
   }
-  return m;
-}
-
-// Over GPUs and profiled clocks, e = predicted / measured step energy − 1: Σ e² and max |e|.
-struct Residuals {
-  double rss = 0, worst = 0;
-};
-Residuals energy_residuals(const PackModels& m) {
-  Residuals r;
-  for (const GpuCorrection& c : m.gpus)
-    for (size_t i = 0; i < c.measured_j.size(); ++i) {
-      if (!(c.measured_j[i] > 0)) continue;
-      const double e = c.predicted_j[i] / c.measured_j[i] - 1;
-      r.rss += e * e;
-      r.worst = std::max(r.worst, std::abs(e));
-    }
-  return r;
-}
-
-}  // namespace
-
-Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
-                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
-                                   const FitOptions& options) {
-  auto m = fit_once(base, packing, runs, profile, options);
-  if (!m || !options.fit_throttle || !options.throttle_by_energy) return m;
-  // Throttling is read from the times alone, and a time that stops shortening at the top clocks has other
-  // causes (launch-bound or overhead-bound kernels of a small model): priced at the power limit they can
-  // overshoot the measured step energies more than the limit's scale can take back. The step energies
-  // decide: where the fit with throttling misses one by more than 1 % (twice the counter's assumed
-  // accuracy; with as many parameters as runs both fits meet them otherwise), the fit without it if it
-  // explains them better.
-  if (energy_residuals(*m).worst <= 0.01) return m;
-  const bool any_throttled = std::any_of(m->signatures.begin(), m->signatures.end(),
-                                         [](const SignatureModel& s) { return s.fitted && s.unit.throttle_mhz > 0; });
-  if (!any_throttled) return m;
-  FitOptions plain = options;
-  plain.fit_throttle = false;
-  auto p = fit_once(base, packing, runs, profile, plain);
-  if (p && energy_residuals(*p).rss < energy_residuals(*m).rss) return p;
   return m;
 }
 

@@ -19,9 +19,7 @@
 #include "emo/model/models.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
-#include "emo/session/session.h"
 #include "synth_workload.h"
-#include "test_util.h"
 
 namespace emo::pack {
 namespace {
@@ -177,13 +175,12 @@ TEST(FitEnergy, IdleOfHostBoundPacksFollowsTheReplay) {
 // their time at the top profiled clocks (1410, 1260 MHz) is no shorter than 1/f from the lower ones
 // gives. The fit reads that from the times alone: the GEMM-heavy signatures are marked throttled at a
 // clock between the lower profiled ones and f_max, and priced there (time and the limit's power), which
-// predicts the step energy at the default clock within 1 % on GPUs 1–5. The fit without it (one time
-// curve, the prior's power) meets 1 % too since its voltage floor is searched even where the unscaled
-// (a, b) fit fails (2026-12-02); the step energies choose between the two (fit_pack_models).
+// predicts the step energy at the default clock within 3 % on GPUs 1–5; the fit without it (one time
+// curve, the prior's power) is further off on the worst of them.
 TEST(FitEnergy, ThrottledSignaturesAreRecognisedAndPricedAtTheirClock) {
   Step s(*device::builtin_profile("a100"));
   const int fmax = int(s.profile.max_clock_mhz());
-  int gpus_throttled = 0;
+  double worst_with = 0, worst_without = 0;
   for (const std::string gpu : {"emulated:a100@1", "emulated:a100@2", "emulated:a100@3", "emulated:a100@4", "emulated:a100@5"}) {
     FitOptions no_throttle;
     no_throttle.fit_throttle = false;
@@ -205,88 +202,17 @@ TEST(FitEnergy, ThrottledSignaturesAreRecognisedAndPricedAtTheirClock) {
       EXPECT_LT(model::predict(sm.unit, 0.8 * sm.unit.throttle_mhz).power_w, 0.95 * sm.unit.cap_w);
     }
     for (const SignatureModel& sm : fits->without.signatures) EXPECT_EQ(sm.unit.throttle_mhz, 0.0);
-    gpus_throttled += throttled > 0 ? 1 : 0;
+    EXPECT_GT(throttled, 0u) << gpu;
     EXPECT_LT(throttled, fitted) << gpu;  // the memory-bound ones are not
     const double e_with = step_energy_error(gpu, s, fits->with, fmax);
     const double e_without = step_energy_error(gpu, s, fits->without, fmax);
     std::printf("%s: %zu of %zu signatures throttled; step energy at %d MHz %+.2f %% (%+.2f %% without)\n", gpu.c_str(),
                 throttled, fitted, fmax, 100 * e_with, 100 * e_without);
-    EXPECT_LT(std::abs(e_with), 0.01) << gpu;
-    EXPECT_LT(std::abs(e_without), 0.01) << gpu;
+    EXPECT_LT(std::abs(e_with), 0.03) << gpu;
+    worst_with = std::max(worst_with, std::abs(e_with));
+    worst_without = std::max(worst_without, std::abs(e_without));
   }
-  // Where the fit with throttling explains the profiled energies within 1 % it stands; on GPU 4 it did
-  // not and the plain fit explained them better, so the throttling was dropped there.
-  EXPECT_GE(gpus_throttled, 4);
-}
-
-// A session over one real trace, profiled on `profile_on`.
-Result<session::Session> session_on(const std::string& path, const std::string& device, const std::string& profile_on) {
-  session::Options o;
-  o.traces = {path};
-  o.device = device;
-  o.profile_on = profile_on;
-  return session::Session::open(o);
-}
-
-// Times that stop shortening at the top clocks for another reason: a small model's step (Qwen1.5-0.5B,
-// recorded on an H100) run as an A100's, whose short kernels are bound by their fixed overheads. Read
-// as throttling and priced at the power limit, they miss the profiled step energies by more than 1 %
-// (with the floor held at the profile's, which the failed unscaled fit used to force: +5 % at the default
-// clock on emulated A100 GPU 5); the step energies choose the fit without throttling there, which
-// explains them better and predicts the default clock within 1 %.
-TEST(FitEnergy, TimesFlatForAnotherReasonAreNotPricedAtTheLimit) {
-  EMO_REQUIRE_SHARED(path, "traces/tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz");
-  auto s = session_on(path, "a100", "emulated:a100@5");
-  ASSERT_TRUE(s.ok()) << s.error().message();
-  auto m = s->models();
-  ASSERT_TRUE(m.ok()) << m.error().message();
-  size_t throttled = 0;
-  for (const SignatureModel& sm : (*m)->signatures) throttled += sm.fitted && sm.unit.throttle_mhz > 0 ? 1 : 0;
-  EXPECT_EQ(throttled, 0u);
-  // The fit with throttling, for comparison: it marks signatures throttled and misses the energies.
-  auto runs = s->profiled_runs();
-  ASSERT_TRUE(runs.ok());
-  FitOptions only_with;
-  only_with.throttle_by_energy = false;
-  auto forced = fit_pack_models(**s->workload(), **s->packing(), **runs, s->profile(), only_with);
-  ASSERT_TRUE(forced.ok());
-  size_t forced_throttled = 0;
-  for (const SignatureModel& sm : forced->signatures) forced_throttled += sm.fitted && sm.unit.throttle_mhz > 0 ? 1 : 0;
-  EXPECT_GT(forced_throttled, 0u);
-  const int fmax = int(s->profile().max_clock_mhz());
-  auto fid = s->pack_fidelity(fmax);
-  ASSERT_TRUE(fid.ok()) << fid.error().message();
-  const double err = fid.value()->predicted_step_j / fid.value()->true_step_j - 1;
-  auto fid_forced = backends::pack_fidelity(s->bench(), **s->workload(), **s->packing(), *forced, fmax);
-  ASSERT_TRUE(fid_forced.ok());
-  const double err_forced = fid_forced->predicted_step_j / fid_forced->true_step_j - 1;
-  std::printf("Qwen on emulated:a100@5 at %d MHz: step energy %+.2f %% (%+.2f %% priced at the limit)\n", fmax, 100 * err,
-              100 * err_forced);
-  EXPECT_LT(std::abs(err), 0.01);
-  EXPECT_LT(std::abs(err), std::abs(err_forced));
-  EXPECT_GT(worst_residual(*forced), 0.01);
-  EXPECT_LT(worst_residual(**m), worst_residual(*forced));
-}
-
-// Where (a, b) with the profile's voltage floor leave their bounds (a sampled real step on emulated H100
-// GPU 1: its energy at 990 MHz rises against 1320 MHz more than that floor lets the models follow), the
-// floor and knee are still searched, among the scales whose (a, b) fit: before, the fit fell back to one
-// common scale and missed the default clock by 3.8 %.
-TEST(FitEnergy, FloorIsSearchedWhereTheUnscaledFitFails) {
-  EMO_REQUIRE_SHARED(path, "traces/hta/tests/data/trace_filter/sampled_rank-1.json.gz");
-  auto s = session_on(path, "h100", "emulated:h100@1");
-  ASSERT_TRUE(s.ok()) << s.error().message();
-  auto m = s->models();
-  ASSERT_TRUE(m.ok()) << m.error().message();
-  ASSERT_EQ((*m)->gpus.size(), 1u);
-  EXPECT_NE((*m)->gpus[0].floor_scale, 1.0);
-  EXPECT_LT(worst_residual(**m), 0.025);
-  auto fid = s->pack_fidelity(int(s->profile().max_clock_mhz()));
-  ASSERT_TRUE(fid.ok()) << fid.error().message();
-  const double err = fid.value()->predicted_step_j / fid.value()->true_step_j - 1;
-  std::printf("sampled_rank-1 on emulated:h100@1 at f_max: step energy %+.2f %%, floor scale %.4f\n", 100 * err,
-              (*m)->gpus[0].floor_scale);
-  EXPECT_LT(std::abs(err), 0.015);
+  EXPECT_LT(worst_with, worst_without);
 }
 
 }  // namespace

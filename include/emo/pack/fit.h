@@ -151,10 +151,6 @@ struct FitOptions {
   // Recognise signatures that throttle at the top profiled clocks (their time stops shortening; they
   // then draw the power limit, docs/models.md). false: every signature's time is one fitted curve.
   bool fit_throttle = true;
-  // With fit_throttle: where the fit with throttling misses a profiled step energy by more than 1 %, fit
-  // without it too and keep the one that explains the step energies better (times that stop shortening
-  // for another reason: overhead-bound kernels). false: the fit with throttling as it is.
-  bool throttle_by_energy = true;
 };
 
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run
