@@ -219,31 +219,17 @@ int lowest_candidate_clock(const device::DeviceProfile& profile) {
 StillFalling energy_still_falling(const PackModels& m) {
   // The counter's noise on a step energy (the fit assumes 0.5 %): a fall smaller than it shows nothing.
   constexpr double kNoise = 0.005;
-  StillFalling out;
   const int lowest_candidate = lowest_candidate_clock(m.profile);
   for (size_t r = 0; r < m.gpus.size(); ++r) {
     const GpuCorrection& c = m.gpus[r];
-    size_t lo = c.clocks_mhz.size(), next = c.clocks_mhz.size();
-    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size(); ++i) {
-      if (lo == c.clocks_mhz.size() || c.clocks_mhz[i] < c.clocks_mhz[lo]) {
-        next = lo;
-        lo = i;
-      } else if (c.clocks_mhz[i] > c.clocks_mhz[lo] && (next == c.clocks_mhz.size() || c.clocks_mhz[i] < c.clocks_mhz[next])) {
-        next = i;
-      }
-    }
-    if (next == c.clocks_mhz.size() || !(c.measured_j[lo] > 0)) continue;
-    if (!(c.measured_j[lo] < (1 - kNoise) * c.measured_j[next])) continue;
-    if (lowest_candidate <= 0 || lowest_candidate >= c.clocks_mhz[lo]) continue;
-    out.gpu = int(r);
-    out.lowest_mhz = c.clocks_mhz[lo];
-    out.next_mhz = c.clocks_mhz[next];
-    out.lowest_j = c.measured_j[lo];
-    out.next_j = c.measured_j[next];
-    out.profile_mhz = lowest_candidate;
-    return out;
+    std::vector<std::pair<int, double>> runs;  // (clock, measured step energy), ascending by clock
+    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size(); ++i) runs.emplace_back(c.clocks_mhz[i], c.measured_j[i]);
+    std::sort(runs.begin(), runs.end());
+    if (runs.size() < 2 || !(runs[0].second > 0) || !(runs[0].second < (1 - kNoise) * runs[1].second)) continue;
+    if (lowest_candidate <= 0 || lowest_candidate >= runs[0].first) continue;
+    return StillFalling{int(r), runs[0].first, runs[1].first, runs[0].second, runs[1].second, lowest_candidate};
   }
-  return out;
+  return {};
 }
 
 std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
