@@ -7,9 +7,13 @@
    script links the trace into a temporary folder as `rank-0.json[.gz]`. When EMO picks a ProfilerStep,
    HTA gets annotation "ProfilerStep" and the instance of that step (the last step is kept:
    `include_last_profiler_step=True`); when the trace has no ProfilerStep, both take the whole trace
-   (HTA: annotation ""). EMO's time is its whole process (start, read, graph, replay, JSON out); HTA's
-   is the trace load plus the analysis measured inside its process (Python start-up and imports left
-   out, which favours HTA); its process time is printed beside it.
+   (HTA: annotation ""). Each tool is timed two ways: inside its process, imports left out (HTA: its
+   trace load plus the analysis; EMO: `emo.analyze(trace)`, which reads, builds the graph, replays it
+   and finds the critical path and the slack, from EMO's Python package in a child interpreter,
+   --emo-python), and as a whole process (EMO: `emo
+   analyze TRACE --json -`; HTA: Python start-up, imports, load, analysis). The ratios compare like with
+   like: in-process with in-process, process with process. Without an interpreter that imports emo the
+   in-process ratio is HTA's in-process time against EMO's whole process (which favours HTA).
 2. The whole Perseus time-energy frontier of every published (model, GPU, microbatches) of
    ../shared/dvfs: `emo pipeline --profile ... --json` against lowtime 0.3.0 (Perseus' solver,
    Phillips-Dessouky with its Rust max flow) on the same DAG, built from the same stage profile as
@@ -27,12 +31,14 @@ set (GNU time's %M; wait4's when /usr/bin/time is absent). Times are medians of 
 
 usage: python3 bench/peers.py --emo build/tools/emo/emo --shared ../shared [--quick]
                               [--peer-python /path/to/venv/bin/python] [--reps N]
-                              [--lowtime-budget S] [--only hta|lowtime]
+                              [--lowtime-budget S] [--only hta|lowtime] [--emo-python PY]
 
 The peers are Python packages (the script itself needs only the standard library):
     python3 -m venv build-peers/venv
     build-peers/venv/bin/pip install HolisticTraceAnalysis "pandas<3" lowtime==0.3.0
-and pass --peer-python build-peers/venv/bin/python (default: the interpreter running this script).
+and pass --peer-python build-peers/venv/bin/python (default: the interpreter running this script); with
+    build-peers/venv/bin/pip install scikit-build-core nanobind numpy && build-peers/venv/bin/pip install --no-build-isolation .
+the same interpreter runs EMO's package for the in-process times.
 HTA 0.5.0 fails under pandas 3 (DataFrame.drop with both axis and columns), hence "pandas<3".
 lowtime 0.3.0 installed on the 2-core x86_64 VM from a prebuilt wheel (cp311, manylinux x86_64, its Rust
 extension inside); where pip finds no wheel for the platform it builds from source, which needs Rust.
@@ -188,6 +194,23 @@ def child_hta(a):
         json.dump(out, f)
 
 
+def child_emo(a):
+    """In an interpreter with EMO's Python package: emo.analyze of one trace, timed inside the process as
+    HTA's child times HTA (the import left out); writes a JSON result to a.out."""
+    import resource
+    t0 = time.perf_counter()
+    import emo
+    import pandas  # noqa: F401  (emo builds its DataFrames with it; HTA's import brings it in too)
+    t1 = time.perf_counter()
+    an = emo.analyze(a.trace)  # read, graph, replay, critical path and slack: the document in memory
+    t2 = time.perf_counter()
+    path = an.critical_path  # the path piece by piece as a DataFrame (not timed: HTA's is not turned into one)
+    out = {"import_s": t1 - t0, "analyze_s": t2 - t1, "length_us": an.critical_path_us, "path_rows": len(path),
+           "version": emo.__version__, "children_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+
+
 def child_lowtime(a):
     """In the peer interpreter: lowtime 0.3.0's whole frontier on Perseus' DAG; writes JSON to a.out."""
     import logging
@@ -291,6 +314,35 @@ def emo_analyze(emo, trace, reps, tmp):
             "nodes": j["nodes"]}, None
 
 
+def emo_in_process(python, trace, reps, tmp):
+    """EMO through its Python package, timed inside the child as HTA is: median analyze time (s) or an error."""
+    out = os.path.join(tmp, "emo_py.json")
+    times = []
+    for _ in range(reps):
+        if os.path.exists(out):
+            os.unlink(out)
+        rc, _, _, err = run_child([python, HERE, "--child", "emo", "--trace", trace, "--out", out])
+        if rc != 0 or not os.path.exists(out):
+            return None, f"emo.analyze exit {rc}: {err}"
+        with open(out) as f:
+            times.append(json.load(f)["analyze_s"])
+    return statistics.median(times), None
+
+
+def find_emo_python(a):
+    """The interpreter that runs EMO's Python package for the in-process times: --emo-python, else the
+    peer interpreter, this one or the project's test venv, the first that imports emo; None when none does."""
+    venv = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "emo", "venv", "bin", "python")
+    cands = [a.emo_python] if a.emo_python else [a.peer_python, sys.executable, venv]
+    for py in cands:
+        if py and os.access(py, os.X_OK) and subprocess.run([py, "-c", "import emo"], stdout=subprocess.DEVNULL,
+                                                            stderr=subprocess.DEVNULL).returncode == 0:
+            return py
+    if a.emo_python:
+        sys.exit(f"error: {a.emo_python} cannot import emo (pip install . into it)")
+    return None
+
+
 def hta_analyze(python, trace, step, reps, tmp, timeout):
     d = os.path.join(tmp, "hta_trace")
     os.makedirs(d, exist_ok=True)
@@ -321,9 +373,14 @@ def part_hta(a, tmp):
     root = os.path.join(a.shared, "traces")
     traces = TRACES[:QUICK] if a.quick else TRACES
     print("## Critical path: EMO vs HTA (HolisticTraceAnalysis)\n")
-    print("| trace | size | step | EMO (s) | HTA load + analysis (s) | HTA process (s) | HTA / EMO: in-process, process | "
-          "EMO peak RSS | HTA peak RSS | critical path found (EMO / HTA) | path length EMO / HTA: span, Σ edge weights (ms) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    py = find_emo_python(a)
+    if py is None:
+        print("note: no interpreter here imports EMO's Python package (pip install . into one, then --emo-python): "
+              "the in-process column and ratio are left out\n")
+    print("| trace | size | step | EMO: in-process, process (s) | HTA: load + analysis, process (s) | "
+          "HTA / EMO: in-process, process | EMO peak RSS | HTA peak RSS | critical path found (EMO / HTA) | "
+          "path length EMO / HTA: span, Σ edge weights (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     ratios, failed = [], []
     for name, rel in traces:
         path = os.path.join(root, rel)
@@ -333,31 +390,43 @@ def part_hta(a, tmp):
         size = f"{os.path.getsize(path) / 1e6:.2f} MB"
         e, err = emo_analyze(a.emo, path, a.reps, tmp)
         if e is None:
-            print(f"| {name} | {size} | | {err} | | | | | | | |")
+            print(f"| {name} | {size} | | {err} | | | | | | |")
             continue
+        e["in_s"] = None
+        if py is not None:
+            e["in_s"], err = emo_in_process(py, path, a.reps, tmp)
+            if e["in_s"] is None:
+                print(f"| {name} | {size} | | {err} | | | | | | |")
+                continue
+        emo_s = (f"{e['in_s']:.4f}, " if e["in_s"] is not None else "—, ") + f"{e['wall_s']:.3f}"
         h, err = hta_analyze(a.peer_python, path, e["step"], a.reps, tmp, a.hta_timeout)
         step = "whole trace" if e["step"] < 0 else str(e["step"])
         emo_found = "yes" if e["nodes"] > 0 and e["length_us"] > 0 else "no"
         if h is None:
             failed.append((name, err))
-            print(f"| {name} | {size} | {step} | {e['wall_s']:.3f} | fails (below) | | | {mib(e['rss'])} | | "
+            print(f"| {name} | {size} | {step} | {emo_s} | fails (below) | | {mib(e['rss'])} | | "
                   f"{emo_found} / no | {e['length_us'] / 1e3:.1f} / — |")
             continue
         hta_s = h["load_s"] + h["analysis_s"]
-        ratio = hta_s / e["wall_s"]
-        ratios.append((name, ratio))
         pratio = h["wall_s"] / e["wall_s"]
+        # In-process against in-process when EMO's package is here; else HTA's in-process against EMO's process.
+        ratio = hta_s / (e["in_s"] if e["in_s"] is not None else e["wall_s"])
+        ratios.append((name, ratio, pratio))
         hl = f"{h['span_us'] / 1e3:.1f}, {h['length_us'] / 1e3:.1f}" if h["length_us"] is not None else "—"
-        print(f"| {name} | {size} | {step} | {e['wall_s']:.3f} | {h['load_s']:.2f} + {h['analysis_s']:.2f} | "
-              f"{h['wall_s']:.2f} | {ratio:.0f}×, {pratio:.0f}× | {mib(e['rss'])} | {mib(h['rss'])} | "
+        in_ratio = f"{ratio:.0f}×" if e["in_s"] is not None else f"({ratio:.0f}× against EMO's process)"
+        print(f"| {name} | {size} | {step} | {emo_s} | {h['load_s']:.2f} + {h['analysis_s']:.2f}, "
+              f"{h['wall_s']:.2f} | {in_ratio}, {pratio:.0f}× | {mib(e['rss'])} | {mib(h['rss'])} | "
               f"{emo_found} / {'yes' if h['ok'] else 'no'} | {e['length_us'] / 1e3:.1f} / {hl} |")
     for name, err in failed:
         print(f"\n{name}: {err}")
     if ratios:
-        worst = min(ratios, key=lambda x: x[1])
-        print(f"\nHTA / EMO time: {min(r for _, r in ratios):.0f}× to {max(r for _, r in ratios):.0f}× "
-              f"(median {statistics.median(r for _, r in ratios):.0f}×); goal ≥ 50× on every trace: "
-              f"{'met' if worst[1] >= 50 else 'NOT met (' + worst[0] + f': {worst[1]:.0f}×)'}\n")
+        kind = "in-process" if py is not None else "HTA in-process against EMO's process"
+        for label, k in ((kind, 1), ("process against process", 2)):
+            worst = min(ratios, key=lambda x: x[k])
+            rs = [r[k] for r in ratios]
+            print(f"\nHTA / EMO time, {label}: {min(rs):.0f}× to {max(rs):.0f}× (median {statistics.median(rs):.0f}×); "
+                  f"≥ 50× on every trace: {'yes' if worst[k] >= 50 else 'no (' + worst[0] + f': {worst[k]:.0f}×)'}")
+        print()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -533,8 +602,10 @@ def main():
     ap.add_argument("--only", choices=["hta", "lowtime"], help="run one part only")
     ap.add_argument("--points-dir", help="write, per file, lowtime's points with EMO's energy at each")
     # Child modes (run in the peer interpreter by this script).
-    ap.add_argument("--child", choices=["hta", "lowtime"], help=argparse.SUPPRESS)
-    for opt, typ in (("--trace-dir", str), ("--rank", int), ("--step", int), ("--out", str), ("--profile", str),
+    ap.add_argument("--emo-python", help="Python with EMO's package installed, for the in-process times (default: "
+                    "the peer interpreter, this one or ~/.cache/emo/venv, the first that imports emo)")
+    ap.add_argument("--child", choices=["hta", "lowtime", "emo"], help=argparse.SUPPRESS)
+    for opt, typ in (("--trace", str), ("--trace-dir", str), ("--rank", int), ("--step", int), ("--out", str), ("--profile", str),
                      ("--microbatches", int), ("--stages", int), ("--power", float), ("--unit", float),
                      ("--budget", float)):
         ap.add_argument(opt, type=typ, help=argparse.SUPPRESS)
@@ -543,6 +614,8 @@ def main():
         return child_hta(a)
     if a.child == "lowtime":
         return child_lowtime(a)
+    if a.child == "emo":
+        return child_emo(a)
     a.reps = a.reps or (1 if a.quick else 3)
     a.lowtime_budget = a.lowtime_budget or (60.0 if a.quick else 300.0)
     if not (os.path.isfile(a.emo) and os.access(a.emo, os.X_OK)):

@@ -16,16 +16,20 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "detail.h"
 #include "emo/base/comm_kernels.h"
+#include "emo/base/parallel.h"
 #include "emo/trace/trace.h"
 
 #if EMO_TRACE_MAP_BUFFERS
@@ -578,12 +582,24 @@ std::string ph_what(std::string_view ph) {
 
 // ---- the importer ------------------------------------------------------------
 
+// One chunk of traceEvents as simdjson walked it, before Importer::handle turns its events into
+// rows. The parser keeps the unescaped strings the events' views point into (the rest point into
+// the text), so a Walked is reused only after its events were handled.
+struct Walked {
+  od::parser parser;
+  std::vector<RawEvent> events;
+  std::vector<const char*> starts;  // each event's first byte
+  std::vector<uint8_t> objects;     // 0: the entry is not a JSON object
+  Status status;                    // a JSON error ends the walk; the events before it are kept
+};
+
 class Importer {
  public:
   Importer(const std::string& name, const ReadOptions& options) : opt_(options) { t_.path = name; }
 
   // Walks the text; the buffer may be freed afterwards (names are interned).
   Status parse(char* data, size_t size, size_t allocated);
+  Status parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers);
   // Sorts and indexes the tables.
   Result<RankTrace> finish();
 
@@ -605,9 +621,10 @@ class Importer {
   }
   size_t offset(const char* p) const { return static_cast<size_t>(p - data_); }
 
-  Status parse_chunk(size_t open, size_t close);
-  Status read_fields(od::object& obj, RawEvent& r);
-  Status read_args(od::object& args, RawEvent& r);
+  void walk_chunk(size_t open, size_t close, Walked& w) const;
+  Status handle_chunk(const Walked& w, size_t close);
+  Status read_fields(od::object& obj, RawEvent& r, const char* start) const;
+  Status read_args(od::object& args, RawEvent& r, const char* start) const;
   void handle(const RawEvent& r, const char* start, const char* end);
   void handle_meta(const RawEvent& r);
   void bad(std::string_view what, const char* start, const char* end);
@@ -622,7 +639,7 @@ class Importer {
 
   RankTrace t_;
   ReadOptions opt_;
-  od::parser parser_;
+  od::parser parser_;  // the top-level distributedInfo and deviceProperties
   char* data_ = nullptr;
   size_t size_ = 0;
   size_t allocated_ = 0;
@@ -786,17 +803,102 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
   // element (flows and metadata included) is free where it is too much.
   t_.events.reserve(events_seen);
   detail::advise_huge_pages(t_.events.data(), t_.events.capacity() * sizeof(Event));
+  std::vector<std::pair<size_t, size_t>> chunks;  // each chunk's opening and closing separator
+  // A chunk opens at the whitespace after its separator where there is some (Kineto writes "},\n  {"),
+  // so that neighbours share no byte and may be walked at once; else at the separator itself.
+  bool disjoint = true;
   size_t open = events_open;
   for (size_t sep : seps) {
-    EMO_RETURN_IF_ERROR(parse_chunk(open, sep));
-    open = sep;
+    chunks.emplace_back(open, sep);
+    const char c = data[sep + 1];
+    const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    disjoint = disjoint && ws;
+    open = ws ? sep + 1 : sep;
   }
-  return parse_chunk(open, events_close);
+  chunks.emplace_back(open, events_close);
+  const int threads = worker_threads();
+  if (chunks.size() < 2 || threads < 2) {
+    Walked w;
+    for (const auto& [b, e] : chunks) {
+      walk_chunk(b, e, w);
+      EMO_RETURN_IF_ERROR(handle_chunk(w, e));
+    }
+    return {};
+  }
+  return parse_pipelined(chunks, disjoint ? std::min(threads, 4) : 1);
 }
 
-// Events open..close (exclusive separators) parsed as one JSON array: the
-// separators are overwritten with '[' and ']' for the time of the parse.
-Status Importer::parse_chunk(size_t open, size_t close) {
+// `walkers` threads walk chunks (simdjson's structural index and the fields' values), chunk k on
+// walker k % walkers, while this thread handles them (rows, interned names, lanes) strictly in
+// order, so the tables are the same as from one thread. 2 × walkers Walked slots: chunk k is walked
+// into slot k % slots once chunk k - slots has been handled. walk_chunk overwrites its chunk's
+// first and last byte for the time of its walk: with more than one walker the chunks share no
+// byte, and handling reads none of those bytes.
+Status Importer::parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers) {
+  const size_t nw = size_t(std::max(1, walkers)), nslots = 2 * nw;
+  std::vector<Walked> slots(nslots);
+  std::vector<uint8_t> walked(chunks.size(), 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t handled = 0;
+  bool stop = false;
+  auto walk_some = [&](size_t first) {
+    for (size_t k = first; k < chunks.size(); k += nw) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || k < handled + nslots; });
+        if (stop) return;
+      }
+      Walked& w = slots[k % nslots];
+      walk_chunk(chunks[k].first, chunks[k].second, w);
+      const bool failed = !w.status.ok();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        walked[k] = 1;
+      }
+      cv.notify_all();
+      if (failed) return;  // chunks after it are never handled
+    }
+  };
+  std::vector<std::thread> pool;
+  struct Joiner {  // also when handling throws (out of memory)
+    std::vector<std::thread>& ts;
+    std::mutex& m;
+    std::condition_variable& c;
+    bool& s;
+    ~Joiner() {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        s = true;
+      }
+      c.notify_all();
+      for (std::thread& t : ts) t.join();
+    }
+  } joiner{pool, mu, cv, stop};
+  for (size_t t = 0; t < nw; ++t) pool.emplace_back(walk_some, t);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return walked[k] != 0; });
+    }
+    Status st = handle_chunk(slots[k % nslots], chunks[k].second);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      handled = k + 1;
+    }
+    cv.notify_all();
+    if (!st.ok()) return st;
+  }
+  return {};
+}
+
+// Events open..close (exclusive separators) walked as one JSON array: the
+// separators are overwritten with '[' and ']' for the time of the walk.
+void Importer::walk_chunk(size_t open, size_t close, Walked& w) const {
+  w.events.clear();
+  w.starts.clear();
+  w.objects.clear();
+  w.status = {};
   char saved_open = data_[open], saved_close = data_[close];
   data_[open] = '[';
   data_[close] = ']';
@@ -811,38 +913,67 @@ Status Importer::parse_chunk(size_t open, size_t close) {
   } restore{data_, open, close, saved_open, saved_close};
 
   od::document doc;
-  simdjson::error_code err = parser_.iterate(data_ + open, close - open + 1, allocated_ - open).get(doc);
-  if (err) return json_error(open, err);
+  simdjson::error_code err = w.parser.iterate(data_ + open, close - open + 1, allocated_ - open).get(doc);
+  if (err) {
+    w.status = json_error(open, err);
+    return;
+  }
   od::array arr;
-  if ((err = doc.get_array().get(arr))) return json_error(open, err);
-  const char* chunk_end = data_ + close;
+  if ((err = doc.get_array().get(arr))) {
+    w.status = json_error(open, err);
+    return;
+  }
   const char* last_start = data_ + open;
   for (auto item : arr) {
     od::value v;
-    if ((err = std::move(item).get(v))) return json_error(offset(last_start), err);
+    if ((err = std::move(item).get(v))) {
+      w.status = json_error(offset(last_start), err);
+      return;
+    }
     std::string_view tok = v.raw_json_token();
     const char* start = tok.data();
     last_start = start;
-    cur_start_ = start;
-    ++t_.stats.events_total;
+    RawEvent& r = w.events.emplace_back();
+    w.starts.push_back(start);
     od::object obj;
     if (v.get_object().get(obj) != simdjson::SUCCESS) {
+      w.objects.push_back(0);
+    } else {
+      w.objects.push_back(1);
+      Status st = read_fields(obj, r, start);
+      if (!st.ok()) {
+        // The event's entry is counted, as before; its row is not made.
+        w.objects.back() = 2;
+        w.status = std::move(st);
+        return;
+      }
+    }
+  }
+}
+
+// Turns a walked chunk's events into rows, in order; then its walk's error, if any.
+Status Importer::handle_chunk(const Walked& w, size_t close) {
+  const char* chunk_end = data_ + close;
+  for (size_t i = 0; i < w.events.size(); ++i) {
+    const char* start = w.starts[i];
+    cur_start_ = start;
+    ++t_.stats.events_total;
+    if (w.objects[i] == 2) break;  // the event the walk stopped at
+    if (w.objects[i] == 0) {
       bad("traceEvents entry is not an object", start, chunk_end);
     } else {
-      RawEvent r;
-      EMO_RETURN_IF_ERROR(read_fields(obj, r));
-      handle(r, start, chunk_end);
+      handle(w.events[i], start, chunk_end);
     }
     ++index_;
   }
-  return {};
+  return w.status;
 }
 
-Status Importer::read_fields(od::object& obj, RawEvent& r) {
+Status Importer::read_fields(od::object& obj, RawEvent& r, const char* start) const {
   for (auto item : obj) {
     od::field f;
     simdjson::error_code err = std::move(item).get(f);
-    if (err) return json_error(offset(cur_start_), err);
+    if (err) return json_error(offset(start), err);
     std::string_view key = key_of(f.key());
     od::value& v = f.value();
     switch (key.size()) {
@@ -875,7 +1006,7 @@ Status Importer::read_fields(od::object& obj, RawEvent& r) {
           if (r.has_ph && !is(r.ph, "X") && !is(r.ph, "M")) break;
           od::object args;
           if (v.get_object().get(args) != simdjson::SUCCESS) break;
-          EMO_RETURN_IF_ERROR(read_args(args, r));
+          EMO_RETURN_IF_ERROR(read_args(args, r, start));
         }
         break;
       default:
@@ -946,11 +1077,11 @@ ArgKey classify_arg(std::string_view k) {
   }
 }
 
-Status Importer::read_args(od::object& args, RawEvent& r) {
+Status Importer::read_args(od::object& args, RawEvent& r, const char* start) const {
   for (auto item : args) {
     od::field f;
     simdjson::error_code err = std::move(item).get(f);
-    if (err) return json_error(offset(cur_start_), err);
+    if (err) return json_error(offset(start), err);
     std::string_view key = key_of(f.key());
     ArgKey ak = classify_arg(key);
     if (ak == ArgKey::kOther) continue;

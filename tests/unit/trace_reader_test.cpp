@@ -3,6 +3,7 @@
 // real traces in ../shared (skipped when absent).
 #include <zlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -524,6 +525,93 @@ TEST(TraceReader, ManyEventsAcrossChunksAllArrive) {
   EXPECT_EQ(ext_sum, int64_t{n} * (n - 1) / 2);
   EXPECT_EQ(t.name_of(t.events[7]).substr(0, 11), "op_7 \"}],[{");
   EXPECT_EQ(t.lanes.size(), 3u);
+}
+
+// EMO_THREADS set for one scope.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(const char* n) {
+    const char* old = std::getenv("EMO_THREADS");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("EMO_THREADS", n, 1);
+  }
+  ~ScopedThreads() {
+    if (had_) {
+      setenv("EMO_THREADS", old_.c_str(), 1);
+    } else {
+      unsetenv("EMO_THREADS");
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+std::string stats_text(const RankTrace& t) {
+  std::ostringstream os;
+  os << t.stats.events_total << " " << t.stats.events_kept;
+  for (const ImportStat& r : t.stats.rows) os << "\n" << r.what << " x" << r.count << ": " << r.example;
+  return os.str();
+}
+
+TEST(TraceReader, ChunksWalkedOnSeveralThreadsGiveTheSameTables) {
+  // Chunks are walked by several threads and handled in order: the tables, the counts and the
+  // first examples must not depend on the thread count, nor on whether the separators between
+  // events leave room for disjoint chunks (",\n" here, "," alone in `compact`).
+  std::vector<std::string> events;
+  for (int i = 0; i < 24000; ++i) {
+    const std::string ts = std::to_string(i);
+    events.push_back(R"({"ph":"X","cat":"cpu_op","name":"op_)" + std::to_string(i % 97) +
+                     (i % 11 == 0 ? R"( \"q\" \\ )" : "") + std::string(80, 'x') + R"(","pid":1,"tid":)" +
+                     std::to_string(i % 4) + R"(,"ts":)" + ts + R"(,"dur":1,"args":{"External id":)" + ts + "}}");
+    if (i % 3 == 0)
+      events.push_back(R"({"ph":"X","cat":"kernel","name":"k)" + std::to_string(i % 5) +
+                       R"(","pid":0,"tid":7,"ts":)" + ts + R"(.5,"dur":0.25,"args":{"device":0,"stream":7,"correlation":)" +
+                       ts + "}}");
+    if (i == 5 || i == 20000) events.push_back(R"({"ph":"X","cat":"cpu_op","name":"no ts )" + ts + R"(","pid":1,"tid":1,"dur":1})");
+    if (i == 9000 || i == 21000) events.push_back("[1, 2]");
+  }
+  const std::string json = trace_of(events);
+  ASSERT_GT(json.size(), 4u << 20);
+  std::string compact = "{\"traceEvents\":[";
+  for (size_t i = 0; i < events.size(); ++i) compact += (i ? "," : "") + events[i];
+  compact += "]}";
+
+  std::vector<std::string> want_table;
+  std::string want_stats;
+  {
+    ScopedThreads one("1");
+    RankTrace t = parse_ok(json);
+    want_table = table(t);
+    want_stats = stats_text(t);
+  }
+  ASSERT_EQ(want_table.size(), 24000u + 8000u);
+  EXPECT_NE(want_stats.find("event 8: "), std::string::npos) << want_stats;  // the first event without ts
+  for (const char* n : {"1", "2", "4"}) {
+    ScopedThreads threads(n);
+    for (const std::string* text : std::vector<const std::string*>{&json, &compact}) {
+      RankTrace t = parse_ok(*text);
+      EXPECT_EQ(table(t), want_table) << "EMO_THREADS=" << n << (text == &compact ? ", compact" : "");
+      EXPECT_EQ(stats_text(t), want_stats) << "EMO_THREADS=" << n << (text == &compact ? ", compact" : "");
+    }
+  }
+
+  // Broken JSON late in the array: the same error whatever the thread count.
+  std::string broken = json;
+  const size_t at = broken.rfind("\"dur\":1,");
+  ASSERT_NE(at, std::string::npos);
+  broken.replace(at, 8, "\"dur\":1,,");
+  std::string want_error;
+  for (const char* n : {"1", "2", "4"}) {
+    ScopedThreads threads(n);
+    Result<RankTrace> r = parse_trace(broken, "test.json");
+    ASSERT_FALSE(r.ok());
+    if (want_error.empty()) want_error = r.error().message();
+    EXPECT_EQ(r.error().message(), want_error) << "EMO_THREADS=" << n;
+  }
+  EXPECT_NE(want_error.find("not valid JSON"), std::string::npos) << want_error;
 }
 
 TEST(TraceReader, PythonFunctionsAreOptional) {
