@@ -9,6 +9,8 @@
 //   5 energy log of a profiled run
 //   6 one line of emo-microbench output
 //   7 device spec ("nvml:0", "emulated:h100@7", ...)
+//   8 a rank trace as another process of an MPI run sends it (trace::from_wire; back to the same bytes)
+//   9 a message frame between processes (dist::unframe; back to the same bytes)
 // The path-based readers read the input from a memory file (/proc/self/fd/N).
 #include <sys/mman.h>
 #include <unistd.h>
@@ -25,6 +27,7 @@
 #include "emo/backends/profiling.h"
 #include "emo/backends/target.h"
 #include "emo/device/nvml.h"
+#include "emo/dist/dist.h"
 #include "emo/device/profile.h"
 #include "emo/model/datasets.h"
 #include "emo/optimize/optimize.h"
@@ -144,7 +147,7 @@ void policy(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0:
       stage_profile(text);
       break;
@@ -166,8 +169,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6:
       ok_or_message(emo::device::parse_microbench_line(text));
       break;
-    default:
+    case 7:
       ok_or_message(emo::backends::parse_device_spec(std::string(text)));
+      break;
+    case 8:
+      if (auto t = emo::trace::from_wire(text); ok_or_message(t)) check(emo::trace::to_wire(*t) == text);
+      break;
+    default:
+      if (auto f = emo::dist::unframe(text); ok_or_message(f)) check(emo::dist::frame(*f) == text);
       break;
   }
   return 0;

@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
           libsimdjson-dev libfmt-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libdeflate-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv python3-dev
-          libglpk-dev chromium)
+          libglpk-dev chromium libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

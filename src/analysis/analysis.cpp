@@ -7,8 +7,11 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
+#include "emo/dist/dist.h"
 #include "emo/trace/runtime_calls.h"
 
 namespace emo::analysis {
@@ -16,27 +19,54 @@ namespace emo::analysis {
 using graph::NodeId;
 using graph::NodeKind;
 
-Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options) {
-  if (paths.empty()) return make_error("", "no trace file given");
-  if (std::count(paths.begin(), paths.end(), "-") > 1)
-    return make_error("-", "standard input is given as more than one trace", "give - for one rank's trace at most");
-  std::vector<trace::RankTrace> ranks;
-  ranks.reserve(paths.size());
-  for (const std::string& p : paths) {
-    auto t = trace::read_trace(p);
-    if (!t.ok()) return t.error();
-    ranks.push_back(std::move(t).value());
+namespace {
+
+// One rank file read, and restricted to the step where `selected`.
+struct Read {
+  trace::RankTrace trace;  // only path, rank and world_size where select_error is set
+  bool selected = false;
+  int64_t step = -1;
+  std::optional<Error> select_error;
+};
+
+Result<int64_t> select(trace::RankTrace& t, const LoadOptions& options) {
+  auto s = trace::select_step(t, options.step);
+  if (!s.ok()) return s.error();
+  if (options.cpu_ops_as_kernels) {
+    auto k = trace::cpu_ops_as_kernels(t);
+    if (!k.ok()) return k.error();
   }
-  return assemble(std::move(ranks), options);
+  return s.value();
 }
 
-Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options) {
-  if (ranks.empty()) return make_error("", "no trace given");
-  Workload w;
-  w.ranks = std::move(ranks);
+// Reads one file and restricts it to the step at once (its events outside the step are not kept).
+Result<Read> read_one(const std::string& path, const LoadOptions& options) {
+  auto t = trace::read_trace(path);
+  if (!t.ok()) return t.error();
+  Read r;
+  r.trace = std::move(t).value();
+  r.selected = true;
+  auto s = select(r.trace, options);
+  if (s.ok()) {
+    r.step = s.value();
+  } else {
+    r.select_error = s.error();
+    trace::RankTrace header;
+    header.path = std::move(r.trace.path);
+    header.rank = r.trace.rank;
+    header.world_size = r.trace.world_size;
+    r.trace = std::move(header);
+  }
+  return r;
+}
+
+// The checks across ranks, the order by rank, the step of each (where not selected yet) and the graph.
+Result<Workload> finish(std::vector<Read> reads, const LoadOptions& options) {
+  if (reads.empty()) return make_error("", "no trace given");
   // One run: the files that name a world size (distributedInfo.world_size) all name the same one.
   const trace::RankTrace* sized = nullptr;
-  for (const auto& t : w.ranks) {
+  for (const auto& r : reads) {
+    const trace::RankTrace& t = r.trace;
     if (t.world_size < 1) continue;
     if (sized && t.world_size != sized->world_size)
       return make_error(t.path,
@@ -45,45 +75,269 @@ Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions
                         "give one trace file per rank of the same run");
     if (!sized) sized = &t;
   }
-  if (sized && w.ranks.size() > 1) {
-    for (const auto& t : w.ranks) {
-      if (t.world_size < 1)
-        return make_error(t.path,
+  if (sized && reads.size() > 1) {
+    for (const auto& r : reads) {
+      if (r.trace.world_size < 1)
+        return make_error(r.trace.path,
                           fmt::format("has no distributedInfo.world_size, while {} has world_size {}: not one run",
                                       sized->path, sized->world_size),
                           "give one trace file per rank of the same run");
     }
   }
   // Order by rank: distributedInfo.rank where every file has one, else file order.
-  bool all_ranked = std::all_of(w.ranks.begin(), w.ranks.end(), [](const auto& t) { return t.rank >= 0; });
-  if (all_ranked && w.ranks.size() > 1) {
-    std::stable_sort(w.ranks.begin(), w.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-    for (size_t i = 1; i < w.ranks.size(); ++i) {
-      if (w.ranks[i].rank == w.ranks[i - 1].rank) {
-        return make_error(w.ranks[i].path,
-                          fmt::format("rank {} is also the rank of {}", w.ranks[i].rank, w.ranks[i - 1].path),
+  bool all_ranked = std::all_of(reads.begin(), reads.end(), [](const Read& r) { return r.trace.rank >= 0; });
+  if (all_ranked && reads.size() > 1) {
+    std::stable_sort(reads.begin(), reads.end(), [](const Read& a, const Read& b) { return a.trace.rank < b.trace.rank; });
+    for (size_t i = 1; i < reads.size(); ++i) {
+      if (reads[i].trace.rank == reads[i - 1].trace.rank) {
+        return make_error(reads[i].trace.path,
+                          fmt::format("rank {} is also the rank of {}", reads[i].trace.rank, reads[i - 1].trace.path),
                           "give one trace file per rank of the same run");
       }
     }
   }
   if (!all_ranked) {
-    for (size_t i = 0; i < w.ranks.size(); ++i) w.ranks[i].rank = static_cast<int>(i);
+    for (size_t i = 0; i < reads.size(); ++i) reads[i].trace.rank = static_cast<int>(i);
   }
-  for (auto& t : w.ranks) {
-    auto s = trace::select_step(t, options.step);
-    if (!s.ok()) return s.error();
-    if (options.cpu_ops_as_kernels) {
-      auto k = trace::cpu_ops_as_kernels(t);
-      if (!k.ok()) return k.error();
+  Workload w;
+  w.ranks.reserve(reads.size());
+  for (Read& r : reads) {
+    if (!r.selected) {
+      auto s = select(r.trace, options);
+      if (!s.ok()) return s.error();
+      r.step = s.value();
     }
-    w.steps.push_back(s.value());
-    w.events += static_cast<int64_t>(t.events.size());
+    if (r.select_error) return *r.select_error;
+    w.steps.push_back(r.step);
+    w.events += static_cast<int64_t>(r.trace.events.size());
+    w.ranks.push_back(std::move(r.trace));
   }
   auto g = graph::build_graph(w.ranks, options.build);
   if (!g.ok()) return g.error();
   w.graph = std::move(g).value();
   w.graph.step_of_rank = w.steps;
   return w;
+}
+
+// ---- the shards of an MPI run: one message per rank file, from the process that read it to process 0 ----
+constexpr int kTagShard = 11;
+// 'T': the trace (its step, its tables); 'R': it could not be read (the error); 'S': its step could not be
+// selected (path, rank, world_size, the error); 'K': not read, an earlier file of the shard could not be.
+std::string encode_error(char kind, const Error& e, const trace::RankTrace* header = nullptr) {
+  std::vector<std::string> f{std::string(1, kind), e.where, e.what, e.note};
+  if (header) {
+    f.push_back(header->path);
+    f.push_back(std::to_string(header->rank));
+    f.push_back(std::to_string(header->world_size));
+  }
+  return dist::frame({f.begin(), f.end()});
+}
+
+std::string encode(const Result<Read>& r) {
+  if (!r.ok()) return encode_error('R', r.error());
+  if (r->select_error) return encode_error('S', *r->select_error, &r->trace);
+  const std::string step = std::to_string(r->step);
+  const std::string wire = trace::to_wire(r->trace);
+  return dist::frame({"T", step, wire});
+}
+
+// std::nullopt: a 'K' (skipped) message.
+Result<std::optional<Result<Read>>> decode(std::string_view bytes, const std::string& path, int from) {
+  const auto bad = [&] {
+    return make_error(path, fmt::format("the message of process {} about this file is corrupt", from),
+                      "run the same emo binary on every process");
+  };
+  auto f = dist::unframe(bytes);
+  if (!f.ok() || f->empty() || (*f)[0].size() != 1) return bad();
+  const std::vector<std::string_view>& v = *f;
+  const char kind = v[0][0];
+  if (kind == 'K' && v.size() == 1) return std::optional<Result<Read>>{};
+  const auto to_error = [&] { return make_error(std::string(v[1]), std::string(v[2]), std::string(v[3])); };
+  if (kind == 'R' && v.size() == 4) return std::optional<Result<Read>>{Result<Read>(to_error())};
+  if (kind == 'S' && v.size() == 7) {
+    Read r;
+    r.selected = true;
+    r.select_error = to_error();
+    r.trace.path = std::string(v[4]);
+    r.trace.rank = std::atoi(std::string(v[5]).c_str());
+    r.trace.world_size = std::atoi(std::string(v[6]).c_str());
+    return std::optional<Result<Read>>{Result<Read>(std::move(r))};
+  }
+  if (kind == 'T' && v.size() == 3) {
+    auto t = trace::from_wire(v[2]);
+    if (!t.ok()) return t.error();
+    Read r;
+    r.trace = std::move(t).value();
+    r.selected = true;
+    r.step = std::atoll(std::string(v[1]).c_str());
+    return std::optional<Result<Read>>{Result<Read>(std::move(r))};
+  }
+  return bad();
+}
+
+Status check_paths(const std::vector<std::string>& paths, const dist::Comm& comm) {
+  if (paths.empty()) return make_error("", "no trace file given");
+  const auto stdin_count = std::count(paths.begin(), paths.end(), "-");
+  if (stdin_count > 1)
+    return make_error("-", "standard input is given as more than one trace", "give - for one rank's trace at most");
+  if (stdin_count > 0 && comm.size() > 1)
+    return make_error("-", "standard input cannot be shared by the processes of an MPI run",
+                      "give the trace as a file");
+  return {};
+}
+
+// Reads this process's shard of `paths`: each file's read in file order, stopping at the first that
+// cannot be read (the files after it are nullopt).
+std::vector<std::optional<Result<Read>>> read_shard(const std::vector<std::string>& paths, size_t begin, size_t end,
+                                                    const LoadOptions& options) {
+  std::vector<std::optional<Result<Read>>> out;
+  bool failed = false;
+  for (size_t i = begin; i < end; ++i) {
+    if (failed) {
+      out.emplace_back();
+      continue;
+    }
+    out.emplace_back(read_one(paths[i], options));
+    failed = !out.back()->ok();
+  }
+  return out;
+}
+
+// What process 0 still expects from each other process: one message per file of its shard, in order.
+class Counted {
+ public:
+  Counted(size_t files, int size) : files_(files), size_(size), next_(static_cast<size_t>(size)) {
+    for (int p = 1; p < size; ++p) next_[size_t(p)] = dist::shard(files, p, size).first;
+  }
+  size_t expected() const { return files_ - dist::shard(files_, 0, size_).second; }
+  // The next message from any process, with its sender and the index of its file.
+  Result<std::tuple<int, size_t, std::string>> next(dist::Comm& comm) {
+    const double wait = dist::timeout_s();
+    auto m = comm.recv_any(kTagShard, wait);
+    if (!m.ok()) {
+      for (int p = 1; p < size_; ++p) {
+        const size_t end = dist::shard(files_, p, size_).second;
+        if (next_[size_t(p)] < end)
+          return make_error("", fmt::format("process {} sent nothing for {:g} s ({} of its files to come)", p, wait,
+                                            end - next_[size_t(p)]),
+                            "a process is stuck or much slower than the others; EMO_MPI_TIMEOUT_S sets the wait");
+      }
+      return m.error();
+    }
+    const int p = m->first;
+    if (p <= 0 || p >= size_ || next_[size_t(p)] >= dist::shard(files_, p, size_).second)
+      return make_error("", fmt::format("process {} sent a message it did not owe", p),
+                        "run the same emo command on every process");
+    return std::tuple<int, size_t, std::string>{p, next_[size_t(p)]++, std::move(m->second)};
+  }
+
+ private:
+  size_t files_;
+  int size_;
+  std::vector<size_t> next_;
+};
+
+// Process 0's receipt of the other processes' shards: not yet, all received, or a wait that failed.
+enum class Shards { kPending, kCollected, kLost };
+Shards g_shards = Shards::kPending;
+
+}  // namespace
+
+Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options) {
+  return load(paths, options, dist::self());
+}
+
+Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm) {
+  if (!comm.is_root()) {
+    Status st = serve_shard(paths, options, comm);
+    if (!st.ok()) return st.error();
+    return make_error("", std::string(kShardHandedOver));
+  }
+  if (comm.size() > 1) g_shards = Shards::kPending;
+  EMO_RETURN_IF_ERROR(check_paths(paths, comm));
+  const auto [begin, end] = dist::shard(paths.size(), comm.rank(), comm.size());
+  std::vector<std::optional<Result<Read>>> reads = read_shard(paths, begin, end, options);
+  // Every other process's messages as they come in (each process's in its file order); all of them are
+  // received before any error is said, so that no process is left waiting on its sends.
+  reads.resize(paths.size());
+  Counted counted(paths.size(), comm.size());
+  std::optional<Error> failed;
+  bool lost = false;  // a wait failed: the rest cannot be received
+  for (size_t k = 0; k < counted.expected(); ++k) {
+    auto m = counted.next(comm);
+    if (!m.ok()) {
+      if (!failed) failed = m.error();
+      lost = true;
+      break;
+    }
+    if (failed) continue;  // drained
+    const auto& [p, i, bytes] = *m;
+    auto d = decode(bytes, paths[i], p);
+    if (!d.ok()) {
+      failed = d.error();
+      continue;
+    }
+    reads[i] = std::move(*d);
+  }
+  g_shards = lost ? Shards::kLost : Shards::kCollected;
+  if (failed) return *failed;
+  // The first file in file order that could not be read, as one process reading them all would say.
+  std::vector<Read> got;
+  got.reserve(reads.size());
+  for (auto& r : reads) {
+    if (!r) break;  // after a file that could not be read
+    if (!r->ok()) return r->error();
+    got.push_back(std::move(*r).value());
+  }
+  return finish(std::move(got), options);
+}
+
+Status serve_shard(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm) {
+  if (comm.is_root()) return make_error("", "process 0 assembles the step: it serves no shard");
+  // The checks of every process, so that process 0 says them; nothing is read then.
+  const bool bad = !check_paths(paths, comm).ok();
+  const auto [begin, end] = dist::shard(paths.size(), comm.rank(), comm.size());
+  if (bad) {
+    for (size_t i = begin; i < end; ++i) EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagShard, dist::frame({"K"})));
+    return comm.flush(dist::timeout_s());
+  }
+  bool failed = false;
+  for (size_t i = begin; i < end; ++i) {
+    std::string m;
+    if (failed) {
+      m = dist::frame({"K"});
+    } else {
+      Result<Read> r = read_one(paths[i], options);
+      failed = !r.ok();
+      m = encode(r);
+    }
+    EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagShard, std::move(m)));
+  }
+  return comm.flush(dist::timeout_s());
+}
+
+bool shards_collected() { return g_shards == Shards::kCollected; }
+
+Status drain_shards(const std::vector<std::string>& paths, dist::Comm& comm) {
+  if (!comm.is_root() || comm.size() < 2 || g_shards == Shards::kCollected) return {};
+  if (g_shards == Shards::kLost) return make_error("", "the shards of the other processes could not all be received");
+  g_shards = Shards::kCollected;
+  Counted counted(paths.size(), comm.size());
+  for (size_t k = 0; k < counted.expected(); ++k) {
+    auto m = counted.next(comm);
+    if (!m.ok()) {
+      g_shards = Shards::kLost;
+      return m.error();
+    }
+  }
+  return {};
+}
+
+Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options) {
+  if (ranks.empty()) return make_error("", "no trace given");
+  std::vector<Read> reads(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) reads[i].trace = std::move(ranks[i]);
+  return finish(std::move(reads), options);
 }
 
 Analysis analyze(const Workload& w) {

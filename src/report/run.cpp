@@ -79,6 +79,8 @@ Result<RunResult> run(const RunOptions& o) {
     info.extra_stage_ms["synth"] = ms_since(t0);
   }
   session::Options so = session_options(o);
+  // The built-in example is written here, by this process alone: it reads it alone.
+  if (o.traces.empty()) so.comm = &dist::self();
   so.traces = traces;
   auto opened = session::Session::open(std::move(so));  // the devices, opened once
   if (!opened) return opened.error();

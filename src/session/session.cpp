@@ -109,7 +109,7 @@ Result<const analysis::Workload*> Session::workload() {
   if (!s_->workload) {
     say("loading and analyzing " + std::to_string(s_->o.traces.size()) + " trace(s)");
     StageTimer t(s_->stage_ms, "analyze");
-    auto w = analysis::load(s_->o.traces, s_->o.load);
+    auto w = analysis::load(s_->o.traces, s_->o.load, s_->o.comm ? *s_->o.comm : dist::world());
     if (!w) return w.error();
     s_->workload = std::move(*w);
   }

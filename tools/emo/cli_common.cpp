@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "emo/dist/dist.h"
+
 namespace emo::cli {
 
 int fail(const Error& e) {
@@ -35,6 +37,33 @@ Result<std::vector<int>> parse_clock_list(const std::string& text, const std::st
     pos = comma + 1;
   }
   return out;
+}
+
+namespace {
+std::optional<std::vector<std::string>> g_noted;
+}  // namespace
+
+std::optional<int> serve_if_worker(const std::vector<std::string>& traces, const analysis::LoadOptions& load) {
+  dist::Comm& world = dist::world();
+  if (world.size() < 2) return std::nullopt;
+  if (world.is_root()) {
+    g_noted = traces;
+    return std::nullopt;
+  }
+  Status st = analysis::serve_shard(traces, load, world);
+  return st.ok() ? kExitOk : fail(st.error());
+}
+
+int end_run(int rc) {
+  dist::Comm& world = dist::world();
+  if (world.size() < 2 || !world.is_root() || !g_noted) return rc;
+  // A failure before the traces were read leaves the others' shards unreceived: drain them, else end the
+  // run (no process is left waiting).
+  if (Status st = analysis::drain_shards(*g_noted, world); !st.ok()) {
+    fail(st.error());
+    dist::abort_run(kExitBadInput);
+  }
+  return rc;
 }
 
 }  // namespace emo::cli

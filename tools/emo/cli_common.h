@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "emo/analysis/analysis.h"
 #include "emo/base/result.h"
 
 namespace emo::cli {
@@ -23,6 +24,20 @@ void warn(const std::string& message);
 Status set_step(const std::optional<int64_t>& step, std::optional<int64_t>& into);
 // "855,1140,1410" -> {855, 1140, 1410}; a bad item -> Error naming `flag`.
 Result<std::vector<int>> parse_clock_list(const std::string& text, const std::string& flag);
+
+// Under an MPI run of several processes (docs/mpi.md), the first step of a subcommand on the trace flow:
+// a process other than 0 serves its shard of `traces` and returns its exit status; process 0 notes the
+// traces and returns nullopt, as one process does. Every process calls it at the same point.
+std::optional<int> serve_if_worker(const std::vector<std::string>& traces, const analysis::LoadOptions& load);
+// main, on process 0 after the subcommand: a subcommand that failed before reading the traces drains the
+// others' shards (or, where one does not come, ends the run); returns `rc`.
+int end_run(int rc);
+// The subcommands that read traces under an MPI run; the others run on process 0 alone.
+inline bool shards_traces(const std::string& subcommand) {
+  for (const char* s : {"analyze", "whatif", "pack", "profile", "optimize", "evaluate", "run"})
+    if (subcommand == s) return true;
+  return false;
+}
 
 // A subcommand: registered on the root app, run after parsing if selected.
 using Action = std::function<int()>;

@@ -39,12 +39,13 @@ void add_analyze(CLI::App& root, Action& action) {
                 "keep each collective kernel whole instead of splitting wait-for-peers from transfer");
   sub->callback([args, &action] {
     action = [args] {
-      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       session::Options o;
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.build.split_collectives = !args->no_split;
       o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
+      if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
+      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       auto an = s->analysis();

@@ -54,11 +54,12 @@ void add_optimize(CLI::App& root, Action& action) {
   sub->add_option("--json", a->json_out, "write the result summary as JSON to FILE ('-' = stdout)");
   sub->callback([a, &action] {
     action = [a] {
+      auto o = a->flags.options();
+      if (!o.ok()) return fail(o.error());
+      if (auto rc = serve_if_worker(o->traces, o->load)) return *rc;
       std::vector<std::string> inputs = a->flags.traces;
       if (!a->profiled.empty()) inputs.push_back(a->profiled);
       if (Status st = check_outputs(inputs, {{"-o", a->out}, {"--json", a->json_out}}); !st.ok()) return fail(st.error());
-      auto o = a->flags.options();
-      if (!o.ok()) return fail(o.error());
       o->profile_on = a->profile_on;
       o->profiled_dir = a->profiled;
       o->optimize.max_slowdown = a->max_slowdown;
@@ -115,9 +116,6 @@ void add_evaluate(CLI::App& root, Action& action) {
   sub->add_flag("--cpu-ops-as-kernels", a->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
   sub->callback([a, &action] {
     action = [a] {
-      std::vector<std::string> inputs = a->traces;
-      inputs.push_back(a->policy);
-      if (Status st = check_outputs(inputs, {{"--json", a->json_out}}); !st.ok()) return fail(st.error());
       session::Options o;
       o.traces = a->traces;
       o.device = a->device;
@@ -125,6 +123,10 @@ void add_evaluate(CLI::App& root, Action& action) {
       o.eval_steps = a->steps;
       o.policy_file = a->policy;
       o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
+      if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
+      std::vector<std::string> inputs = a->traces;
+      inputs.push_back(a->policy);
+      if (Status st = check_outputs(inputs, {{"--json", a->json_out}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(std::move(o));
       if (!s.ok()) return fail(s.error());
       if (!s->target().emulated())

@@ -52,11 +52,12 @@ void add_pack(CLI::App& root, Action& action) {
     action = [a] {
       if (a->fidelity_at == 0 && (!a->fidelity_csv.empty() || !a->profiled.empty() || !a->profile_on.empty()))
         return fail(Error{"--fidelity-csv/--profiled/--profile-on", "only apply with --fidelity-at MHz", ""});
+      auto o = a->flags.options();
+      if (!o.ok()) return fail(o.error());
+      if (auto rc = serve_if_worker(o->traces, o->load)) return *rc;
       std::vector<std::string> inputs = a->flags.traces;
       if (!a->profiled.empty()) inputs.push_back(a->profiled);
       if (Status st = check_outputs(inputs, {{"--json", a->json_out}, {"--csv", a->csv_out}, {"--fidelity-csv", a->fidelity_csv}}); !st.ok()) return fail(st.error());
-      auto o = a->flags.options();
-      if (!o.ok()) return fail(o.error());
       o->profile_on = a->profile_on;
       o->profiled_dir = a->profiled;
       auto s = session::Session::open(std::move(*o));
@@ -156,7 +157,6 @@ void add_profile(CLI::App& root, Action& action) {
   sub->add_option("--timeout", a->timeout_s, "seconds the command may run at each clock")->capture_default_str();
   sub->callback([a, &action] {
     action = [a] {
-      if (Status st = check_outputs(a->flags.traces, {{"-o", a->out}}); !st.ok()) return fail(st.error());
       const bool hardware = a->flags.device.rfind("nvml:", 0) == 0;
       if (hardware && a->command.empty())
         return fail(Error{"--device " + a->flags.device, "profiling on a real GPU runs the job: give --command", ""});
@@ -166,6 +166,8 @@ void add_profile(CLI::App& root, Action& action) {
       if (!(a->timeout_s > 0)) return fail(Error{"--timeout", "must be more than 0", ""});
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
+      if (auto rc = serve_if_worker(o->traces, o->load)) return *rc;
+      if (Status st = check_outputs(a->flags.traces, {{"-o", a->out}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
       if (hardware) return profile_on_hardware(*a, *s);

@@ -64,6 +64,7 @@ void add_run(CLI::App& root, Action& action) {
       report::RunOptions o = a->options;
       o.check = !a->no_check;
       if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
+      if (auto rc = serve_if_worker(o.traces, report::session_options(o).load)) return *rc;
       std::vector<std::string> inputs = o.traces;
       if (!o.profiled_dir.empty()) inputs.push_back(o.profiled_dir);
       if (Status st = check_outputs(inputs, {{"-o", o.out_dir}, {"--json", a->json_out}}); !st.ok())

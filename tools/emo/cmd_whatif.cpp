@@ -32,7 +32,6 @@ void add_whatif(CLI::App& root, Action& action) {
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->callback([args, &action] {
     action = [args] {
-      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}}); !st.ok()) return fail(st.error());
       std::vector<analysis::Scale> scales;
       for (const auto& text : args->scales) {
         auto s = analysis::parse_scale(text);
@@ -42,6 +41,8 @@ void add_whatif(CLI::App& root, Action& action) {
       session::Options o;
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
+      if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
+      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
       if (auto r = s->what_if(scales); !r.ok()) return fail(r.error());

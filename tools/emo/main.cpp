@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "emo/device/device.h"
+#include "emo/dist/dist.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -51,12 +52,16 @@ void tune_allocator() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  tune_allocator();
+static int run_cli(int argc, char** argv, const emo::dist::Comm& world) {
   CLI::App app{
       "EMO: lowers the GPU energy of AI workloads within a latency target, from their own "
       "PyTorch profiler (Kineto) traces."};
   app.require_subcommand(1);
+  app.footer(
+      "Under an MPI launcher (mpirun -np P emo ...), analyze, whatif, pack, profile, optimize, evaluate and run share "
+      "the reading of the rank files among the processes; process 0 prints and writes (docs/mpi.md). "
+      "EMO_THREADS caps the threads of one process; EMO_MPI_TIMEOUT_S (default 600) bounds every wait between "
+      "processes.");
 
   app.set_version_flag("--version", "emo 0.1.0");
   emo::cli::Action action;
@@ -94,6 +99,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\nnote: run `%s --help` for the options\n", e.what(), name.c_str());
     return emo::cli::kExitUsage;
   }
+  // Under MPI the processes other than 0 take part in the subcommands that read traces only.
+  if (!world.is_root() && !emo::cli::shards_traces(app.get_subcommands().front()->get_name())) return emo::cli::kExitOk;
   try {
     const int rc = action ? action() : emo::cli::kExitUsage;
     // A locked clock that could not be reset was said on stderr where it happened; the run fails.
@@ -103,4 +110,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: internal: %s\n", e.what());
     return emo::cli::kExitBadInput;
   }
+}
+
+int main(int argc, char** argv) {
+  tune_allocator();
+  if (emo::Status st = emo::dist::init(&argc, &argv); !st.ok()) return emo::cli::fail(st.error());
+  const emo::dist::Comm& world = emo::dist::world();
+  // Only process 0 prints (the others' errors reach it as messages).
+  if (!world.is_root()) {
+    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr)) {
+      // Nothing to print to: carry on quietly.
+    }
+  }
+  const bool worker = !world.is_root();
+  const int rc = emo::cli::end_run(run_cli(argc, argv, world));
+  emo::dist::finalize();
+  return worker ? emo::cli::kExitOk : rc;
 }

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "emo/base/result.h"
+#include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
 #include "emo/replay/replay.h"
 #include "emo/trace/trace.h"
@@ -35,6 +37,21 @@ struct Workload {
 // Reads every file, orders them by rank (distributedInfo.rank, else file
 // order), selects the step and builds the graph.
 Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options);
+// The same over the processes of a run (emo/dist/dist.h): each reads its shard of `paths` and restricts
+// it to the step; process 0 receives the others' tables and returns the workload — the same, errors
+// included, as load() in one process. On the others it serves the shard (serve_shard) and returns an
+// Error whose what is kShardHandedOver.
+Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm);
+inline constexpr std::string_view kShardHandedOver = "this process handed its shard of the rank files to process 0";
+// What a process other than 0 does in load(): reads its shard and sends it to process 0, one message per
+// file (an error is sent as such, for process 0 to say). Process 0 must call load() with the same paths.
+Status serve_shard(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm);
+// Whether load() on process 0 of a run of several received the others' shards (else, once it has failed
+// without, the others may wait on their sends: the run must be aborted).
+bool shards_collected();
+// On process 0 that failed before load(): receives the others' shards and drops them, so that none is
+// left waiting on its sends (an Error where one does not come in time: the run must be aborted then).
+Status drain_shards(const std::vector<std::string>& paths, dist::Comm& comm);
 // The same from traces already read (tests, other front ends).
 Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options);
 

@@ -50,6 +50,9 @@ struct Options {
   // checked against the step and the device.
   std::string policy_file;
   std::function<void(const std::string&)> progress;  // one line per stage as it starts; may be empty
+  // The processes that read the rank files (emo/dist/dist.h; null: dist::world()). Only process 0 runs
+  // the stages: on the others workload() serves their shard and fails with analysis::kShardHandedOver.
+  dist::Comm* comm = nullptr;
 };
 
 // One plan of the evaluation: as the models predicted it (where it is a plan of the solution) and as

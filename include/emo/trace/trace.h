@@ -154,6 +154,12 @@ Result<RankTrace> read_trace(const std::string& path, const ReadOptions& options
 Result<RankTrace> parse_trace(std::string_view json, const std::string& name,
                               const ReadOptions& options = {});
 
+// A trace as bytes and back (the same emo binary on both ends): how the processes of an MPI run hand
+// the traces they read to the one that assembles the step (emo/dist/dist.h). from_wire checks the
+// framing and every table index, so a cut or corrupt message is an Error, never a bad trace.
+std::string to_wire(const RankTrace& t);
+Result<RankTrace> from_wire(std::string_view bytes);
+
 // Restricts `t` to one ProfilerStep: CPU events inside the step span, GPU ops
 // launched (by correlation) from inside it, and sync records inside it.
 // `step` = the ProfilerStep number; nullopt = the last complete step. A trace

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""`mpirun -np P emo ...` at scale (docs/mpi.md, "Measured"): synthetic jobs of 64 to 1,024 ranks, each
+subcommand at P = 1 (no launcher) and P = 2, 4, ... under mpirun; wall time of the run, and each process's
+peak resident memory against the bytes of its shard of the rank files; the outputs of every P compared
+(timing fields aside: they must be the same).
+
+A job of N ranks mixes the families: N/2 ranks of train-dp, N/4 of train-pp and N/4 of train-tp, written by
+`emo synth` (one ProfilerStep kept, --steps 1 ... see --layers) and renumbered as one world, so that each
+process's shard holds files of every kind. Each configuration runs --reps times; the median wall is shown.
+
+A model for larger P is printed beside the measured points: wall(P) = start(P) + read(N/P) + rest(N),
+where read is the per-rank read rate measured at P = 1 times the ranks of a shard (the shards are read at
+once), rest is what process 0 does after the shards are in (the graph, the replay and, for optimize, the
+later stages: measured at P = 1 as the whole run minus its read) and start is mpirun's start-up (measured
+with `mpirun -np P true`).
+
+usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(cmd, env=None):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return time.perf_counter() - t0, p
+
+
+def write_job(emo, ranks, layers, out):
+    """N ranks: half train-dp, a quarter train-pp, a quarter train-tp, renumbered 0..N-1 of one world."""
+    os.makedirs(out, exist_ok=True)
+    parts = [("train-dp", ranks // 2), ("train-pp", ranks // 4), ("train-tp", ranks - ranks // 2 - ranks // 4)]
+    rank = 0
+    files = []
+    for fam, n in parts:
+        if n == 0:
+            continue
+        d = os.path.join(out, fam)
+        subprocess.run([emo, "synth", fam, "--ranks", str(n), "--layers", str(layers), "-o", d],
+                       check=True, stdout=subprocess.DEVNULL)
+        for f in sorted(os.listdir(d), key=lambda s: int(re.search(r"rank(\d+)", s).group(1))):
+            path = os.path.join(d, f)
+            with open(path) as fh:
+                t = json.load(fh)
+            t["distributedInfo"]["rank"] = rank
+            t["distributedInfo"]["world_size"] = ranks
+            dst = os.path.join(out, f"rank{rank:05d}.json")
+            with open(dst, "w") as fh:
+                json.dump(t, fh)
+            files.append(dst)
+            rank += 1
+        shutil.rmtree(d)
+    return files
+
+
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k not in ("stage_ms", "solve_ms")}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+
+
+def shard(n, p, size):
+    base, extra = divmod(n, size)
+    b = p * base + min(p, extra)
+    return b, b + base + (1 if p < extra else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--emo", required=True)
+    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    ap.add_argument("--ranks", default="64,256,1024")
+    ap.add_argument("--procs", default="1,2")
+    ap.add_argument("--commands", default="analyze", help="analyze and/or optimize, comma-separated")
+    ap.add_argument("--optimize-max-ranks", type=int, default=64, help="optimize only up to this many ranks")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--json", help="write the rows to FILE")
+    a = ap.parse_args()
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    if not os.access(gnu_time, os.X_OK):
+        sys.exit("error: GNU time (/usr/bin/time) is needed for each process's peak memory")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    procs = [int(x) for x in a.procs.split(",")]
+    starts = {}
+    for p in procs:
+        if p > 1:
+            starts[p] = statistics.median(run([a.mpirun, "--oversubscribe", "-np", str(p), "true"], env)[0]
+                                          for _ in range(a.reps))
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="emo_mpi_scale_")
+    try:
+        for n in [int(x) for x in a.ranks.split(",")]:
+            files = write_job(a.emo, n, a.layers, os.path.join(tmp, f"job{n}"))
+            sizes = [os.path.getsize(f) for f in files]
+            for cmd in a.commands.split(","):
+                if cmd == "optimize" and n > a.optimize_max_ranks:
+                    continue
+                ref = None
+                base = None
+                for p in procs:
+                    walls, peaks = [], None
+                    for _ in range(a.reps):
+                        mem = os.path.join(tmp, "mem")
+                        out = os.path.join(tmp, f"out{p}.json")
+                        args = [gnu_time, "-f", "%M", "-a", "-o", mem, a.emo, cmd] + files + ["--json", out]
+                        if cmd == "optimize":
+                            args += ["-o", os.path.join(tmp, f"policy{p}.json")]
+                        if os.path.exists(mem):
+                            os.remove(mem)
+                        full = args if p == 1 else [a.mpirun, "--oversubscribe", "-np", str(p)] + args
+                        wall, r = run(full, env)
+                        if r.returncode != 0:
+                            sys.exit(f"error: {cmd} on {n} ranks at P={p} exited {r.returncode}: {r.stderr[-500:]}")
+                        walls.append(wall)
+                        with open(mem) as fh:
+                            kb = [int(x) for x in fh.read().split()]
+                        peaks = kb if peaks is None else [max(x, y) for x, y in zip(sorted(peaks), sorted(kb))]
+                    with open(out) as fh:
+                        got = strip(json.load(fh))
+                    same = True
+                    if ref is None:
+                        ref = got
+                    else:
+                        same = got == ref
+                    shard_mb = max(sum(sizes[slice(*shard(n, q, p))]) for q in range(p)) / 1e6
+                    wall = statistics.median(walls)
+                    row = {"command": cmd, "ranks": n, "procs": p, "files_mb": sum(sizes) / 1e6,
+                           "largest_shard_mb": shard_mb, "wall_s": wall,
+                           "peak_mb_per_process": [k / 1024 for k in sorted(peaks, reverse=True)],
+                           "same_as_p1": same}
+                    if p == 1:
+                        base = row
+                    rows.append(row)
+                    peak = max(row["peak_mb_per_process"])
+                    ratio = f"{wall / base['wall_s']:.2f}x P=1" if base and p > 1 else ""
+                    print(f"{cmd:9s} {n:5d} ranks  P={p}  {wall:7.2f} s {ratio:12s} peak {peak:7.1f} MB/process "
+                          f"(largest shard {shard_mb:7.1f} MB of files: {peak / shard_mb:.2f}x)  "
+                          f"{'same answer' if same else 'DIFFERENT ANSWER'}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"rows": rows, "mpirun_start_s": starts}, fh, indent=1)
+    if any(not r["same_as_p1"] for r in rows):
+        sys.exit("error: an answer differs from P=1's")
+
+
+if __name__ == "__main__":
+    main()

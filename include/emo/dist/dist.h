@@ -1,0 +1,72 @@
+// The processes of one run (DESIGN.md §9, docs/mpi.md). Under `mpirun -np P emo analyze|whatif|pack|
+// optimize|evaluate|run TRACE...` each process reads a contiguous shard of the rank files, restricts
+// them to the step and hands the compact tables to process 0, which assembles the step and runs the
+// rest of the pipeline; only process 0 prints and writes. Without MPI, or without a launcher, the
+// world is this process alone and nothing changes.
+//
+// Every wait is bounded (timeout_s()); a process that cannot go on ends the run with one `error:`
+// from process 0.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "emo/base/result.h"
+
+namespace emo::dist {
+
+inline constexpr int kRoot = 0;
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  bool is_root() const { return rank() == kRoot; }
+  // Sends `bytes` to process `to` under `tag` without waiting for it to be received (the comm keeps them
+  // until then: flush() waits).
+  virtual Status send(int to, int tag, std::string bytes) = 0;
+  // Waits until every message sent is received; an Error after `timeout_s`.
+  virtual Status flush(double timeout_s) = 0;
+  // The next message from process `from` under `tag`, in the order sent; an Error after `timeout_s`.
+  virtual Result<std::string> recv(int from, int tag, double timeout_s) = 0;
+  // The next message under `tag` from whichever process sends first, with its sender (messages of one
+  // sender in the order sent); an Error after `timeout_s`.
+  virtual Result<std::pair<int, std::string>> recv_any(int tag, double timeout_s) = 0;
+};
+
+// This process alone (size 1).
+Comm& self();
+// The run's processes: MPI's world where init() started MPI, else self().
+Comm& world();
+
+// Starts MPI when this process was started by an MPI launcher (mpirun, mpiexec, srun --mpi) and emo was
+// built with MPI. An Error when a launcher started several processes of an emo built without MPI.
+Status init(int* argc, char*** argv);
+// Ends MPI where init() started it (after the last message).
+void finalize();
+bool built_with_mpi();
+// Ends every process of the run now with `code` (MPI_Abort; std::exit in one process): for a run where a
+// process may be left waiting on another.
+[[noreturn]] void abort_run(int code);
+// Seconds any wait for another process may last: EMO_MPI_TIMEOUT_S when set to a positive number,
+// else 600.
+double timeout_s();
+
+// The part [begin, end) of n items that process p of `size` takes: contiguous, sizes differing by one at
+// most, earlier processes taking the larger parts.
+std::pair<size_t, size_t> shard(size_t n, int p, int size);
+
+// `size` communicators over one process's memory, one per thread (tests of the protocol without a
+// launcher): comm i is process i; messages go through shared queues.
+std::vector<std::unique_ptr<Comm>> local_world(int size);
+
+// Fields framed as bytes, and back (an Error when `bytes` is not such a frame).
+std::string frame(const std::vector<std::string_view>& fields);
+Result<std::vector<std::string_view>> unframe(std::string_view bytes);
+
+}  // namespace emo::dist

@@ -1,0 +1,171 @@
+// The single-process world, the in-memory world of the tests and the helpers every world shares
+// (include/emo/dist/dist.h). MPI's world is in mpi.cpp.
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "emo/dist/dist.h"
+#include "mpi_world.h"
+
+namespace emo::dist {
+
+namespace {
+
+class SelfComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status send(int to, int, std::string) override {
+    return make_error("", fmt::format("no process {} to send to: this run is one process", to));
+  }
+  Status flush(double) override { return {}; }
+  Result<std::string> recv(int from, int, double) override {
+    return make_error("", fmt::format("no process {} to receive from: this run is one process", from));
+  }
+  Result<std::pair<int, std::string>> recv_any(int, double) override {
+    return make_error("", "no other process to receive from: this run is one process");
+  }
+};
+
+// Queues keyed by (from, to, tag), shared by the comms of one local_world().
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::tuple<int, int, int>, std::deque<std::string>> queues;
+};
+
+class LocalComm final : public Comm {
+ public:
+  LocalComm(std::shared_ptr<Mailbox> box, int rank, int size) : box_(std::move(box)), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status send(int to, int tag, std::string bytes) override {
+    if (to < 0 || to >= size_) return make_error("", fmt::format("no process {} in a run of {}", to, size_));
+    {
+      std::lock_guard<std::mutex> lock(box_->mu);
+      box_->queues[{rank_, to, tag}].push_back(std::move(bytes));
+    }
+    box_->cv.notify_all();
+    return {};
+  }
+  Status flush(double) override { return {}; }  // the queues hold what is sent
+  Result<std::pair<int, std::string>> recv_any(int tag, double timeout_s) override {
+    std::unique_lock<std::mutex> lock(box_->mu);
+    std::deque<std::string>* ready = nullptr;
+    int from = -1;
+    const auto find = [&] {
+      for (int p = 0; p < size_; ++p) {
+        auto it = box_->queues.find({p, rank_, tag});
+        if (it != box_->queues.end() && !it->second.empty()) {
+          ready = &it->second;
+          from = p;
+          return true;
+        }
+      }
+      return false;
+    };
+    if (!box_->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), find))
+      return make_error("", fmt::format("no process sent anything for {:g} s", timeout_s));
+    std::string m = std::move(ready->front());
+    ready->pop_front();
+    return std::pair<int, std::string>{from, std::move(m)};
+  }
+  Result<std::string> recv(int from, int tag, double timeout_s) override {
+    if (from < 0 || from >= size_) return make_error("", fmt::format("no process {} in a run of {}", from, size_));
+    std::unique_lock<std::mutex> lock(box_->mu);
+    auto& q = box_->queues[{from, rank_, tag}];
+    const bool got = box_->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !q.empty(); });
+    if (!got) return make_error("", fmt::format("process {} sent nothing for {:g} s", from, timeout_s));
+    std::string m = std::move(q.front());
+    q.pop_front();
+    return m;
+  }
+
+ private:
+  std::shared_ptr<Mailbox> box_;
+  int rank_, size_;
+};
+
+}  // namespace
+
+Comm& self() {
+  static SelfComm comm;
+  return comm;
+}
+
+Comm& world() {
+  Comm* mpi = detail::mpi_world();
+  return mpi ? *mpi : self();
+}
+
+double timeout_s() {
+  if (const char* v = std::getenv("EMO_MPI_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end != v && *end == '\0' && s > 0) return s;
+  }
+  return 600.0;
+}
+
+std::pair<size_t, size_t> shard(size_t n, int p, int size) {
+  const auto P = static_cast<size_t>(size < 1 ? 1 : size);
+  const auto i = static_cast<size_t>(p < 0 ? 0 : p);
+  const size_t base = n / P, extra = n % P;
+  const size_t begin = i * base + std::min(i, extra);
+  return {std::min(begin, n), std::min(begin + base + (i < extra ? 1 : 0), n)};
+}
+
+std::vector<std::unique_ptr<Comm>> local_world(int size) {
+  auto box = std::make_shared<Mailbox>();
+  std::vector<std::unique_ptr<Comm>> out;
+  for (int i = 0; i < size; ++i) out.push_back(std::make_unique<LocalComm>(box, i, size));
+  return out;
+}
+
+std::string frame(const std::vector<std::string_view>& fields) {
+  std::string out;
+  const auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(fields.size());
+  for (std::string_view f : fields) {
+    put(f.size());
+    out.append(f.data(), f.size());
+  }
+  return out;
+}
+
+Result<std::vector<std::string_view>> unframe(std::string_view bytes) {
+  size_t at = 0;
+  bool ok = true;
+  const auto get = [&]() -> uint64_t {
+    uint64_t v = 0;
+    if (bytes.size() - at < sizeof v) {
+      ok = false;
+      return 0;
+    }
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  };
+  const uint64_t n = get();
+  std::vector<std::string_view> fields;
+  for (uint64_t i = 0; ok && i < n; ++i) {
+    const uint64_t len = get();
+    if (!ok || len > bytes.size() - at) {
+      ok = false;
+      break;
+    }
+    fields.push_back(bytes.substr(at, len));
+    at += len;
+  }
+  if (!ok || at != bytes.size()) return make_error("", "a message from another process arrived cut short or corrupt");
+  return fields;
+}
+
+}  // namespace emo::dist

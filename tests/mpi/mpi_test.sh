@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# `mpirun -np P emo ...` (docs/mpi.md): the JSON and the policy from P = 1, 2, 4 and 8 processes are the
+# bytes of one process's (timing fields aside), on the synthetic families and ../shared's 8-rank DLRM step;
+# bad input across processes ends every process with one `error:` from process 0, no output, no hang.
+# usage: mpi_test.sh EMO_BINARY MPIRUN [SHARED_DIR]
+set -u
+emo=$1
+mpirun=$2
+shared=${3:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { pass=$((pass + 1)); }
+# A run as root (containers, CI) and more processes than cores are both allowed here; a hang is a failure.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export EMO_MPI_TIMEOUT_S=60 EMO_THREADS=1
+# OpenMPI keeps its allocations to the end: leak reports under ASan would be its, not ours.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi() { local np=$1; shift; timeout 120 "$mpirun" --oversubscribe -np "$np" "$emo" "$@"; }
+
+# The JSON without its timing fields (stage_ms, solve_ms), keys sorted.
+strip() {
+  python3 - "$1" <<'PY'
+import json, sys
+def clean(v):
+    if isinstance(v, dict):
+        return {k: clean(x) for k, x in v.items() if k not in ("stage_ms", "solve_ms")}
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+print(json.dumps(clean(json.load(open(sys.argv[1]))), sort_keys=True, indent=1))
+PY
+}
+
+same_json() {  # NAME ONE OTHER
+  if [ ! -s "$3" ]; then fail "$1: no output"; return; fi
+  if diff <(strip "$2") <(strip "$3") >"$tmp/diff"; then ok; else fail "$1: differs from one process"; head -20 "$tmp/diff"; fi
+}
+
+# ---- identical answers: analyze (every kernel) on the synthetic families ----
+for fam in train-dp train-pp train-tp; do
+  "$emo" synth "$fam" --ranks 8 --layers 2 -o "$tmp/$fam" >/dev/null || fail "synth $fam"
+  files=("$tmp/$fam"/*.json)
+  "$emo" analyze "${files[@]}" --per-kernel --json "$tmp/$fam.1.json" >/dev/null 2>&1 || fail "$fam: analyze in one process"
+  for np in 1 2 4 8; do
+    mpi "$np" analyze "${files[@]}" --per-kernel --json "$tmp/$fam.np$np.json" >/dev/null 2>&1 ||
+      fail "$fam: analyze with $np processes exited $?"
+    same_json "$fam analyze np=$np" "$tmp/$fam.1.json" "$tmp/$fam.np$np.json"
+  done
+done
+
+# ---- optimize and what-if: the policy file is the same bytes ----
+files=("$tmp/train-pp"/*.json)
+"$emo" optimize "${files[@]}" -o "$tmp/pp.policy.1.json" --json "$tmp/pp.opt.1.json" >/dev/null 2>&1 || fail "optimize in one process"
+for np in 2 4; do
+  mpi "$np" optimize "${files[@]}" -o "$tmp/pp.policy.np$np.json" --json "$tmp/pp.opt.np$np.json" >/dev/null 2>&1 ||
+    fail "optimize with $np processes"
+  if cmp -s "$tmp/pp.policy.1.json" "$tmp/pp.policy.np$np.json"; then ok; else fail "optimize np=$np: policy differs"; fi
+  same_json "optimize np=$np" "$tmp/pp.opt.1.json" "$tmp/pp.opt.np$np.json"
+done
+"$emo" whatif "${files[@]}" --scale 'gemm=1.2' --json "$tmp/wi.1.json" >/dev/null 2>&1 || fail "whatif in one process"
+mpi 4 whatif "${files[@]}" --scale 'gemm=1.2' --json "$tmp/wi.np4.json" >/dev/null 2>&1 || fail "whatif with 4 processes"
+same_json "whatif np=4" "$tmp/wi.1.json" "$tmp/wi.np4.json"
+
+# ---- the text goes out once, from process 0 ----
+mpi 4 analyze "${files[@]}" >"$tmp/text.out" 2>"$tmp/text.err" || fail "analyze text with 4 processes"
+n=$(grep -c '^step span' "$tmp/text.out")
+[ "$n" = 1 ] && ok || fail "the summary is printed $n times (want once)"
+
+# ---- ../shared's 8-rank DLRM step ----
+dlrm="$shared/traces/param/et_replay/tests/inputs/extracted/dlrm_kineto"
+if [ -n "$shared" ] && [ -d "$dlrm" ]; then
+  d=("$dlrm"/*.json)
+  "$emo" analyze "${d[@]}" --per-kernel --json "$tmp/dlrm.1.json" >/dev/null 2>&1 || fail "dlrm: analyze in one process"
+  "$emo" optimize "${d[@]}" -o "$tmp/dlrm.policy.1.json" >/dev/null 2>&1 || fail "dlrm: optimize in one process"
+  for np in 2 8; do
+    mpi "$np" analyze "${d[@]}" --per-kernel --json "$tmp/dlrm.np$np.json" >/dev/null 2>&1 || fail "dlrm: analyze with $np processes"
+    same_json "dlrm analyze np=$np" "$tmp/dlrm.1.json" "$tmp/dlrm.np$np.json"
+  done
+  mpi 4 optimize "${d[@]}" -o "$tmp/dlrm.policy.np4.json" >/dev/null 2>&1 || fail "dlrm: optimize with 4 processes"
+  if cmp -s "$tmp/dlrm.policy.1.json" "$tmp/dlrm.policy.np4.json"; then ok; else fail "dlrm optimize np=4: policy differs"; fi
+else
+  echo "skip: ../shared's DLRM step is absent (real data lives beside the checkout)"
+fi
+
+# ---- bad input across processes: one error from process 0, exit 1, no output, no hang ----
+one_error() {  # NAME WANT_TEXT NP ARGS...
+  local name=$1 want=$2 np=$3
+  shift 3
+  rm -f "$tmp/bad.json"
+  local start=$SECONDS
+  mpi "$np" "$@" --json "$tmp/bad.json" >"$tmp/bad.out" 2>"$tmp/bad.err"
+  local rc=$?
+  local errors
+  errors=$(grep -c '^error:' "$tmp/bad.err")
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then fail "$name: exit $rc"; return; fi
+  [ "$errors" = 1 ] || { fail "$name: $errors error lines (want 1)"; cat "$tmp/bad.err"; return; }
+  grep -q "^error: .*$want" "$tmp/bad.err" || { fail "$name: the error does not say '$want'"; cat "$tmp/bad.err"; return; }
+  [ ! -e "$tmp/bad.json" ] || { fail "$name: wrote output"; return; }
+  [ $((SECONDS - start)) -lt 50 ] || { fail "$name: took $((SECONDS - start)) s"; return; }
+  ok
+}
+dp=("$tmp/train-dp"/*.json)
+one_error "missing file in the last shard" "absent.json: cannot read" 4 analyze "${dp[@]}" "$tmp/absent.json"
+printf '{"traceEvents": [oops' >"$tmp/cut.json"
+one_error "a file that is not JSON, read by process 1" "cut.json" 2 analyze "$tmp/cut.json" "${dp[@]}"
+one_error "the same rank twice, in two shards" "rank 0 is also the rank of" 4 analyze "${dp[@]}" "${dp[0]}"
+python3 - "${dp[1]}" "$tmp/other_world.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["distributedInfo"]["world_size"] = 16
+json.dump(t, open(sys.argv[2], "w"))
+PY
+one_error "another world size" "world_size 16 is not the world_size 8" 4 analyze "${dp[0]}" "$tmp/other_world.json" "${dp[@]:2}"
+one_error "a step no rank has" "999" 4 analyze "${dp[@]}" --step 999
+one_error "standard input under MPI" "standard input cannot be shared" 2 analyze - "${dp[0]}"
+one_error "an output that cannot be written" "cannot write" 4 analyze "${dp[@]}" --kernels-csv /nonexistent-dir/x.csv
+
+# A process that is stuck: the wait ends with an error within EMO_MPI_TIMEOUT_S.
+mkfifo "$tmp/stuck.json"
+start=$SECONDS
+EMO_MPI_TIMEOUT_S=3 timeout 60 "$mpirun" --oversubscribe -np 2 -x EMO_MPI_TIMEOUT_S "$emo" analyze "${dp[0]}" "$tmp/stuck.json" \
+  >/dev/null 2>"$tmp/stuck.err"
+rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "^error: .*process 1 sent nothing for 3 s" "$tmp/stuck.err"; then ok
+else fail "a stuck process: exit $rc after $((SECONDS - start)) s"; cat "$tmp/stuck.err"; fi
+
+# Subcommands that read no trace run on process 0 alone: one set of files.
+mpi 3 synth train-dp --ranks 2 -o "$tmp/synth3" >"$tmp/synth3.out" 2>&1 || fail "synth under mpirun"
+n=$(grep -c 'events' "$tmp/synth3.out")
+[ "$n" = 2 ] && ok || fail "synth under 3 processes printed $n lines (want 2)"
+
+echo "mpi_test: $pass passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,188 @@
+// The processes of an MPI run without a launcher (dist::local_world: one thread per process): rank traces
+// as bytes and back, shards, and the sharded load, whose workload and errors must be those of one process.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "emo/analysis/analysis.h"
+#include "emo/dist/dist.h"
+#include "emo/synth/synth.h"
+#include "test_util.h"
+
+namespace emo {
+namespace {
+
+std::vector<std::string> synth_files(const std::string& tag, synth::Workload wl, int ranks) {
+  synth::Options o;
+  o.workload = wl;
+  o.ranks = ranks;
+  o.layers = 2;
+  std::vector<std::string> files;
+  Status st = synth::write_traces(o, test::temp_dir(tag), &files);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
+  return files;
+}
+
+// The analyze JSON with every kernel: what the step is, as one string.
+std::string fingerprint(const analysis::Workload& w) {
+  return analysis::to_json(w, analysis::analyze(w), true).dump();
+}
+
+// load() on process 0 of a local world of `size`, the others serving their shards on threads; the
+// others' statuses into *served.
+Result<analysis::Workload> sharded_load(const std::vector<std::string>& paths, const analysis::LoadOptions& o,
+                                        int size, std::vector<Status>* served = nullptr) {
+  auto comms = dist::local_world(size);
+  std::vector<Status> statuses(static_cast<size_t>(size));
+  std::vector<std::thread> workers;
+  for (int p = 1; p < size; ++p) {
+    workers.emplace_back([&, p] { statuses[size_t(p)] = analysis::serve_shard(paths, o, *comms[size_t(p)]); });
+  }
+  auto w = analysis::load(paths, o, *comms[0]);
+  for (auto& t : workers) t.join();
+  if (served) *served = statuses;
+  return w;
+}
+
+TEST(Dist, ShardsCoverTheItemsInOrderWithSizesWithinOne) {
+  for (size_t n : {0u, 1u, 5u, 8u, 13u}) {
+    for (int size : {1, 2, 3, 4, 8}) {
+      size_t next = 0, smallest = n, largest = 0;
+      for (int p = 0; p < size; ++p) {
+        auto [b, e] = dist::shard(n, p, size);
+        EXPECT_EQ(b, next) << n << " items, process " << p << " of " << size;
+        next = e;
+        smallest = std::min(smallest, e - b);
+        largest = std::max(largest, e - b);
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_LE(largest - smallest, 1u);
+    }
+  }
+}
+
+TEST(Dist, FramesRoundTripAndCutFramesAreErrors) {
+  const std::string f = dist::frame({"T", "", std::string("a\0b", 3)});
+  auto back = dist::unframe(f);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[2], std::string_view("a\0b", 3));
+  for (size_t cut = 0; cut < f.size(); ++cut) EXPECT_FALSE(dist::unframe(f.substr(0, cut)).ok()) << cut;
+  EXPECT_FALSE(dist::unframe(f + "x").ok());
+}
+
+TEST(Dist, ARankTraceAsBytesComesBackTheSame) {
+  auto files = synth_files("dist_wire", synth::Workload::kTrainDP, 1);
+  ASSERT_EQ(files.size(), 1u);
+  auto t = trace::read_trace(files[0]);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  t->stats.add("event without ts", "{\"ph\": \"X\"}");
+  const std::string bytes = trace::to_wire(*t);
+  auto back = trace::from_wire(bytes);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(trace::to_wire(*back), bytes);
+  EXPECT_EQ(back->events.size(), t->events.size());
+  EXPECT_EQ(back->strings.size(), t->strings.size());
+  ASSERT_FALSE(back->stats.rows.empty());
+  EXPECT_EQ(back->stats.rows.back().example, "{\"ph\": \"X\"}");
+  std::vector<trace::RankTrace> one, two;
+  one.push_back(std::move(t).value());
+  two.push_back(std::move(back).value());
+  auto a = analysis::assemble(std::move(one), {});
+  auto b = analysis::assemble(std::move(two), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(fingerprint(*a), fingerprint(*b));
+  // Cut anywhere, or an index past its table: an Error, never a trace.
+  for (size_t cut : {size_t{0}, size_t{3}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_FALSE(trace::from_wire(std::string_view(bytes).substr(0, cut)).ok()) << cut;
+  auto bad = trace::read_trace(files[0]);
+  ASSERT_TRUE(bad.ok());
+  ASSERT_FALSE(bad->events.empty());
+  bad->events[0].name = static_cast<StrId>(bad->strings.size() + 7);
+  auto refused = trace::from_wire(trace::to_wire(*bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().what.find("index"), std::string::npos) << refused.error().what;
+}
+
+TEST(Dist, TheShardedLoadIsTheLoadOfOneProcess) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    auto files = synth_files(std::string("dist_load_") + synth::workload_name(wl), wl, 4);
+    ASSERT_EQ(files.size(), 4u);
+    std::reverse(files.begin(), files.end());  // file order is not rank order
+    analysis::LoadOptions o;
+    auto one = analysis::load(files, o);
+    ASSERT_TRUE(one.ok()) << one.error().message();
+    const std::string want = fingerprint(*one);
+    for (int size : {1, 2, 3, 4, 6}) {
+      std::vector<Status> served;
+      auto w = sharded_load(files, o, size, &served);
+      ASSERT_TRUE(w.ok()) << w.error().message();
+      EXPECT_EQ(fingerprint(*w), want) << synth::workload_name(wl) << " over " << size << " processes";
+      EXPECT_EQ(w->steps, one->steps);
+      for (int p = 1; p < size; ++p) EXPECT_TRUE(served[size_t(p)].ok()) << p;
+    }
+  }
+}
+
+TEST(Dist, AProcessOtherThanTheFirstServesItsShardAndAssemblesNothing) {
+  auto files = synth_files("dist_worker", synth::Workload::kTrainDP, 2);
+  auto comms = dist::local_world(2);
+  Status served;
+  std::thread worker([&] {
+    auto w = analysis::load(files, {}, *comms[1]);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.error().what, analysis::kShardHandedOver);
+  });
+  auto w = analysis::load(files, {}, *comms[0]);
+  worker.join();
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_EQ(w->ranks.size(), 2u);
+}
+
+// The error of the sharded load is the error one process says, wherever the bad file lies.
+TEST(Dist, ShardedErrorsAreTheErrorsOfOneProcess) {
+  auto files = synth_files("dist_errors", synth::Workload::kTrainDP, 4);
+  ASSERT_EQ(files.size(), 4u);
+  const std::string dir = std::filesystem::path(files[0]).parent_path().string();
+  struct Case {
+    std::string name;
+    std::vector<std::string> paths;
+    analysis::LoadOptions options;
+  };
+  std::vector<Case> cases;
+  // A missing file in the last shard, and an earlier one that is not JSON: the earlier is said.
+  cases.push_back({"missing", {files[0], files[1], files[2], dir + "/absent.json"}, {}});
+  cases.push_back({"two bad", {files[0], test::write(dir, "bad.json", "{\"traceEvents\": [oops"), files[2],
+                               dir + "/absent.json"}, {}});
+  // The same rank twice (files of two processes), and a step none of them has.
+  cases.push_back({"same rank", {files[0], files[1], files[2], files[1]}, {}});
+  analysis::LoadOptions no_step;
+  no_step.step = 999;
+  cases.push_back({"no such step", files, no_step});
+  for (const Case& c : cases) {
+    auto one = analysis::load(c.paths, c.options);
+    ASSERT_FALSE(one.ok()) << c.name;
+    for (int size : {2, 3, 4}) {
+      auto w = sharded_load(c.paths, c.options, size);
+      ASSERT_FALSE(w.ok()) << c.name << " over " << size;
+      EXPECT_EQ(w.error().message(), one.error().message()) << c.name << " over " << size;
+      EXPECT_EQ(w.error().note, one.error().note) << c.name << " over " << size;
+    }
+  }
+}
+
+TEST(Dist, AProcessThatSendsNothingEndsTheWaitWithAnError) {
+  auto files = synth_files("dist_silent", synth::Workload::kTrainDP, 2);
+  ::setenv("EMO_MPI_TIMEOUT_S", "0.2", 1);
+  auto comms = dist::local_world(2);
+  auto w = analysis::load(files, {}, *comms[0]);  // process 1 never serves
+  ::unsetenv("EMO_MPI_TIMEOUT_S");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().what.find("process 1 sent nothing"), std::string::npos) << w.error().what;
+  EXPECT_FALSE(analysis::shards_collected());
+}
+
+}  // namespace
+}  // namespace emo
