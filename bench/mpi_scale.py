@@ -5,14 +5,16 @@ peak resident memory against the bytes of its shard of the rank files; the outpu
 (timing fields aside: they must be the same).
 
 A job of N ranks mixes the families: N/2 ranks of train-dp, N/4 of train-pp and N/4 of train-tp, written by
-`emo synth` (one ProfilerStep kept, --steps 1 ... see --layers) and renumbered as one world, so that each
-process's shard holds files of every kind. Each configuration runs --reps times; the median wall is shown.
+`emo synth` (--layers) and renumbered as one world, so that the shards hold files of every kind. Each
+configuration runs --reps times; the median wall is shown.
 
-A model for larger P is printed beside the measured points: wall(P) = start(P) + read(N/P) + rest(N),
-where read is the per-rank read rate measured at P = 1 times the ranks of a shard (the shards are read at
-once), rest is what process 0 does after the shards are in (the graph, the replay and, for optimize, the
-later stages: measured at P = 1 as the whole run minus its read) and start is mpirun's start-up (measured
-with `mpirun -np P true`).
+A model of the wall time is fitted to the measured points of each subcommand (least squares) and printed
+beside them, with its error on each point, then used for larger P:
+    wall = start(P) + a * (MB of the largest shard) + b * ranks        (a, b >= 0)
+where start(P) is mpirun's start-up (measured: `mpirun -np P true`; 0 at P = 1), a the read time per MB
+of a shard (the shards are read at once) and b what process 0 does per rank once the shards are in (the
+assembly, the graph, the replay and, for optimize, the later stages). The prediction for larger P
+assumes shards of equal bytes and a core per process. --model-from FILE refits a saved run.
 
 usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze]
 """
@@ -75,6 +77,62 @@ def shard(n, p, size):
     return b, b + base + (1 if p < extra else 0)
 
 
+def solve3(m, v):
+    """Gaussian elimination for a 3x3 system; None when singular."""
+    a = [row[:] + [y] for row, y in zip(m, v)]
+    for i in range(3):
+        piv = max(range(i, 3), key=lambda r: abs(a[r][i]))
+        if abs(a[piv][i]) < 1e-12:
+            return None
+        a[i], a[piv] = a[piv], a[i]
+        for r in range(3):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [x - f * y for x, y in zip(a[r], a[i])]
+    return [a[i][3] / a[i][i] for i in range(3)]
+
+
+def fit(pts, starts):
+    """Least squares for wall - start(P) = a * shard_mb + b * ranks (both at least 0: a negative one is
+    dropped and the other refitted)."""
+    ys = [r["wall_s"] - starts.get(r["procs"], 0.0) for r in pts]
+    x1 = [r["largest_shard_mb"] for r in pts]
+    x2 = [float(r["ranks"]) for r in pts]
+    s11, s22, s12 = sum(x * x for x in x1), sum(x * x for x in x2), sum(x * y for x, y in zip(x1, x2))
+    t1, t2 = sum(x * y for x, y in zip(x1, ys)), sum(x * y for x, y in zip(x2, ys))
+    det = s11 * s22 - s12 * s12
+    if abs(det) > 1e-12:
+        a = (t1 * s22 - t2 * s12) / det
+        b = (s11 * t2 - s12 * t1) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    one_a = t1 / s11 if s11 else 0.0
+    one_b = t2 / s22 if s22 else 0.0
+    err_a = sum((y - one_a * x) ** 2 for x, y in zip(x1, ys))
+    err_b = sum((y - one_b * x) ** 2 for x, y in zip(x2, ys))
+    return (max(one_a, 0.0), 0.0) if err_a <= err_b else (0.0, max(one_b, 0.0))
+
+
+def report_model(rows, starts):
+    for cmd in sorted({r["command"] for r in rows}):
+        pts = [r for r in rows if r["command"] == cmd]
+        if len(pts) < 3:
+            continue
+        ca, cb = fit(pts, starts)
+        print(f"model for {cmd}: wall = start(P) + {ca * 1e3:.2f} ms per MB of the largest shard + {cb * 1e3:.2f} ms "
+              f"per rank   (start(P): " + ", ".join(f"P={p} {t:.2f} s" for p, t in sorted(starts.items())) + ")")
+        for r in pts:
+            mod = starts.get(r["procs"], 0.0) + ca * r["largest_shard_mb"] + cb * r["ranks"]
+            r["model_s"] = mod
+            print(f"  {r['ranks']:5d} ranks P={r['procs']}: measured {r['wall_s']:6.2f} s, model {mod:6.2f} s "
+                  f"({100 * (mod - r['wall_s']) / r['wall_s']:+.0f} %)")
+        n = max(r["ranks"] for r in pts)
+        total = max(r["files_mb"] for r in pts if r["ranks"] == n)
+        last = starts[max(starts)] if starts else 0.0
+        preds = [f"P={p} {last + ca * total / p + cb * n:.1f} s" for p in (4, 16, 64, 256) if p <= n]
+        print(f"  {n} ranks, shards of equal bytes, a core per process: " + ", ".join(preds))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emo", required=True)
@@ -86,7 +144,13 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", help="write the rows to FILE")
+    ap.add_argument("--model-from", help="fit and print the model from the rows of an earlier --json FILE only")
     a = ap.parse_args()
+    if a.model_from:
+        with open(a.model_from) as fh:
+            saved = json.load(fh)
+        report_model(saved["rows"], {int(k): v for k, v in saved["mpirun_start_s"].items()})
+        return
     gnu_time = shutil.which("time") or "/usr/bin/time"
     if not os.access(gnu_time, os.X_OK):
         sys.exit("error: GNU time (/usr/bin/time) is needed for each process's peak memory")
@@ -150,6 +214,7 @@ def main():
                           f"{'same answer' if same else 'DIFFERENT ANSWER'}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    report_model(rows, starts)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"rows": rows, "mpirun_start_s": starts}, fh, indent=1)

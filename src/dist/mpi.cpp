@@ -11,6 +11,10 @@
 
 #if EMO_HAVE_MPI
 #include <mpi.h>
+#if defined(__linux__)
+#include <sched.h>
+#include <unistd.h>
+#endif
 
 #include <chrono>
 #include <deque>
@@ -41,6 +45,9 @@ std::string mpi_text(int code) {
   if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
   return std::string(text, static_cast<size_t>(len));
 }
+
+// How long a process other than 0 waits, at the end, for process 0 to finish its stages.
+constexpr double kRootWaitS = 24 * 3600.0;
 
 // Messages larger than this go as several.
 constexpr uint64_t kPiece = uint64_t{1} << 30;
@@ -154,6 +161,23 @@ class MpiComm final : public Comm {
 };
 
 MpiComm* g_world = nullptr;
+
+// mpirun binds each process to a core by default (up to 2 processes); process 0 runs the stages after
+// the reading on every thread EMO_THREADS allows, so it takes back every CPU its cpuset allows (the
+// kernel keeps a mask within the cpuset). The others keep their binding: they only read.
+void unbind() {
+#if defined(__linux__)
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 1) return;
+  cpu_set_t* set = CPU_ALLOC(static_cast<size_t>(cpus));
+  if (!set) return;
+  const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpus));
+  CPU_ZERO_S(bytes, set);
+  for (long c = 0; c < cpus; ++c) CPU_SET_S(static_cast<size_t>(c), bytes, set);
+  (void)sched_setaffinity(0, bytes, set);  // best effort: a refusal leaves the binding as it was
+  CPU_FREE(set);
+#endif
+}
 #endif
 
 }  // namespace
@@ -179,6 +203,7 @@ Status init(int* argc, char*** argv) {
     return make_error("", "MPI did not start", "run emo under mpirun (or srun) of the MPI it was built with");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   g_world = new MpiComm();
+  if (g_world->is_root() && !std::getenv("EMO_MPI_KEEP_BINDING")) unbind();
   return {};
 #else
   (void)argc;
@@ -202,6 +227,16 @@ void abort_run(int code) {
 void finalize() {
 #if EMO_HAVE_MPI
   if (!g_world) return;
+  // MPI_Finalize waits for every process, spinning a core while it does: the others wait here instead,
+  // asleep between polls, until process 0 is done (so that a process that has served its shard does
+  // not take a core from process 0's stages).
+  constexpr int kTagDone = 1000;
+  if (g_world->is_root()) {
+    for (int p = 1; p < g_world->size(); ++p) (void)g_world->send(p, kTagDone, std::string());
+    (void)g_world->flush(timeout_s());
+  } else {
+    (void)g_world->recv(kRoot, kTagDone, kRootWaitS);
+  }
   delete g_world;
   g_world = nullptr;
   MPI_Finalize();
