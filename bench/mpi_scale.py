@@ -71,10 +71,19 @@ def strip(v):
     return v
 
 
-def shard(n, p, size):
-    base, extra = divmod(n, size)
-    b = p * base + min(p, extra)
-    return b, b + base + (1 if p < extra else 0)
+def shard_bounds(sizes, procs):
+    """The shards process 0 hands out (dist::shard_by_weight over the files' bytes + 1)."""
+    w = [x + 1 for x in sizes]
+    total = sum(w)
+    bounds = [0] + [len(w)] * procs
+    before, part = 0, 0
+    for i, x in enumerate(w):
+        mine = min(procs - 1, int((before + x / 2) * procs / total))
+        while part < mine:
+            part += 1
+            bounds[part] = i
+        before += x
+    return bounds
 
 
 def solve3(m, v):
@@ -198,7 +207,8 @@ def main():
                         ref = got
                     else:
                         same = got == ref
-                    shard_mb = max(sum(sizes[slice(*shard(n, q, p))]) for q in range(p)) / 1e6
+                    bounds = shard_bounds(sizes, p)
+                    shard_mb = max(sum(sizes[bounds[q]:bounds[q + 1]]) for q in range(p)) / 1e6
                     wall = statistics.median(walls)
                     row = {"command": cmd, "ranks": n, "procs": p, "files_mb": sum(sizes) / 1e6,
                            "largest_shard_mb": shard_mb, "wall_s": wall,

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -206,17 +208,16 @@ std::vector<std::optional<Result<Read>>> read_shard(const std::vector<std::strin
 // What process 0 still expects from each other process: one message per file of its shard, in order.
 class Counted {
  public:
-  Counted(size_t files, int size) : files_(files), size_(size), next_(static_cast<size_t>(size)) {
-    for (int p = 1; p < size; ++p) next_[size_t(p)] = dist::shard(files, p, size).first;
-  }
-  size_t expected() const { return files_ - dist::shard(files_, 0, size_).second; }
+  explicit Counted(std::vector<size_t> bounds)
+      : bounds_(std::move(bounds)), size_(static_cast<int>(bounds_.size()) - 1), next_(bounds_.begin(), bounds_.end() - 1) {}
+  size_t expected() const { return bounds_.back() - bounds_[1]; }
   // The next message from any process, with its sender and the index of its file.
   Result<std::tuple<int, size_t, std::string>> next(dist::Comm& comm) {
     const double wait = dist::timeout_s();
     auto m = comm.recv_any(kTagShard, wait);
     if (!m.ok()) {
       for (int p = 1; p < size_; ++p) {
-        const size_t end = dist::shard(files_, p, size_).second;
+        const size_t end = bounds_[size_t(p) + 1];
         if (next_[size_t(p)] < end)
           return make_error("", fmt::format("process {} sent nothing for {:g} s ({} of its files to come)", p, wait,
                                             end - next_[size_t(p)]),
@@ -225,14 +226,14 @@ class Counted {
       return m.error();
     }
     const int p = m->first;
-    if (p <= 0 || p >= size_ || next_[size_t(p)] >= dist::shard(files_, p, size_).second)
+    if (p <= 0 || p >= size_ || next_[size_t(p)] >= bounds_[size_t(p) + 1])
       return make_error("", fmt::format("process {} sent a message it did not owe", p),
                         "run the same emo command on every process");
     return std::tuple<int, size_t, std::string>{p, next_[size_t(p)]++, std::move(m->second)};
   }
 
  private:
-  size_t files_;
+  std::vector<size_t> bounds_;
   int size_;
   std::vector<size_t> next_;
 };
@@ -240,6 +241,41 @@ class Counted {
 // Process 0's receipt of the other processes' shards: not yet, all received, or a wait that failed.
 enum class Shards { kPending, kCollected, kLost };
 Shards g_shards = Shards::kPending;
+// The shards process 0 handed out (empty: none yet).
+std::vector<size_t> g_bounds;
+
+// Process 0 splits the files into shards of about equal bytes (a job's ranks differ: pipeline stages,
+// embedding tables) and tells each process its own, so that every process works from one plan.
+constexpr int kTagPlan = 10;
+Status send_plan(const std::vector<std::string>& paths, dist::Comm& comm) {
+  std::vector<uint64_t> bytes;
+  bytes.reserve(paths.size());
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    const auto n = p == "-" ? 0 : std::filesystem::file_size(p, ec);
+    bytes.push_back((ec ? 0 : n) + 1);  // a file that cannot be read yet counts as one byte: it errs quickly
+  }
+  g_bounds = dist::shard_by_weight(bytes, comm.size());
+  for (int p = 1; p < comm.size(); ++p) {
+    EMO_RETURN_IF_ERROR(comm.send(p, kTagPlan, dist::frame({std::to_string(g_bounds[size_t(p)]),
+                                                             std::to_string(g_bounds[size_t(p) + 1])})));
+  }
+  return {};
+}
+
+// A process other than 0: its shard, from process 0's plan.
+Result<std::pair<size_t, size_t>> receive_plan(size_t files, dist::Comm& comm) {
+  auto m = comm.recv(dist::kRoot, kTagPlan, dist::timeout_s());
+  if (!m.ok()) return m.error();
+  auto f = dist::unframe(*m);
+  if (f.ok() && f->size() == 2) {
+    const auto b = std::strtoull(std::string((*f)[0]).c_str(), nullptr, 10);
+    const auto e = std::strtoull(std::string((*f)[1]).c_str(), nullptr, 10);
+    if (b <= e && e <= files) return std::pair<size_t, size_t>{b, e};
+  }
+  return make_error("", "process 0's plan of the shards does not fit the files given here",
+                    "run the same emo command, with the same trace files, on every process");
+}
 
 }  // namespace
 
@@ -253,14 +289,17 @@ Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& 
     if (!st.ok()) return st.error();
     return make_error("", std::string(kShardHandedOver));
   }
-  if (comm.size() > 1) g_shards = Shards::kPending;
+  g_bounds = {0, paths.size()};
+  if (comm.size() > 1) {
+    g_shards = Shards::kPending;
+    EMO_RETURN_IF_ERROR(send_plan(paths, comm));
+  }
   EMO_RETURN_IF_ERROR(check_paths(paths, comm));
-  const auto [begin, end] = dist::shard(paths.size(), comm.rank(), comm.size());
-  std::vector<std::optional<Result<Read>>> reads = read_shard(paths, begin, end, options);
+  std::vector<std::optional<Result<Read>>> reads = read_shard(paths, g_bounds[0], g_bounds[1], options);
   // Every other process's messages as they come in (each process's in its file order); all of them are
   // received before any error is said, so that no process is left waiting on its sends.
   reads.resize(paths.size());
-  Counted counted(paths.size(), comm.size());
+  Counted counted(g_bounds);
   std::optional<Error> failed;
   bool lost = false;  // a wait failed: the rest cannot be received
   for (size_t k = 0; k < counted.expected(); ++k) {
@@ -296,7 +335,9 @@ Status serve_shard(const std::vector<std::string>& paths, const LoadOptions& opt
   if (comm.is_root()) return make_error("", "process 0 assembles the step: it serves no shard");
   // The checks of every process, so that process 0 says them; nothing is read then.
   const bool bad = !check_paths(paths, comm).ok();
-  const auto [begin, end] = dist::shard(paths.size(), comm.rank(), comm.size());
+  auto plan = receive_plan(paths.size(), comm);
+  if (!plan.ok()) return plan.error();
+  const auto [begin, end] = *plan;
   if (bad) {
     for (size_t i = begin; i < end; ++i) EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagShard, dist::frame({"K"})));
     return comm.flush(dist::timeout_s());
@@ -322,7 +363,8 @@ Status drain_shards(const std::vector<std::string>& paths, dist::Comm& comm) {
   if (!comm.is_root() || comm.size() < 2 || g_shards == Shards::kCollected) return {};
   if (g_shards == Shards::kLost) return make_error("", "the shards of the other processes could not all be received");
   g_shards = Shards::kCollected;
-  Counted counted(paths.size(), comm.size());
+  if (g_bounds.size() != size_t(comm.size()) + 1) EMO_RETURN_IF_ERROR(send_plan(paths, comm));
+  Counted counted(g_bounds);
   for (size_t k = 0; k < counted.expected(); ++k) {
     auto m = counted.next(comm);
     if (!m.ok()) {

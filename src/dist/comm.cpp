@@ -122,6 +122,24 @@ std::pair<size_t, size_t> shard(size_t n, int p, int size) {
   return {std::min(begin, n), std::min(begin + base + (i < extra ? 1 : 0), n)};
 }
 
+std::vector<size_t> shard_by_weight(const std::vector<uint64_t>& weights, int size) {
+  const auto P = static_cast<size_t>(size < 1 ? 1 : size);
+  long double total = 0;
+  for (uint64_t w : weights) total += static_cast<long double>(w);
+  std::vector<size_t> bounds(P + 1, weights.size());
+  bounds[0] = 0;
+  long double before = 0;
+  size_t p = 0;  // the part of the item at i
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const long double middle = before + static_cast<long double>(weights[i]) / 2;
+    const size_t part = total > 0 ? std::min(P - 1, static_cast<size_t>(middle * static_cast<long double>(P) / total))
+                                  : std::min(P - 1, i * P / weights.size());
+    while (p < part) bounds[++p] = i;
+    before += static_cast<long double>(weights[i]);
+  }
+  return bounds;
+}
+
 std::vector<std::unique_ptr<Comm>> local_world(int size) {
   auto box = std::make_shared<Mailbox>();
   std::vector<std::unique_ptr<Comm>> out;

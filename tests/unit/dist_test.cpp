@@ -63,6 +63,34 @@ TEST(Dist, ShardsCoverTheItemsInOrderWithSizesWithinOne) {
   }
 }
 
+TEST(Dist, ShardsByWeightAreContiguousAndWeighAboutTheSame) {
+  const std::vector<std::vector<uint64_t>> cases = {
+      {}, {5}, {1, 1, 1, 1}, {100, 1, 1, 1, 1, 1, 1, 1}, {10, 10, 10, 10, 1, 1, 1, 1, 1, 1, 1, 1},
+      {3, 9, 4, 4, 8, 1, 7, 2, 6, 5, 5, 5, 9, 1, 1}};
+  for (const auto& w : cases) {
+    for (int size : {1, 2, 3, 4, 8}) {
+      auto b = dist::shard_by_weight(w, size);
+      ASSERT_EQ(b.size(), size_t(size) + 1);
+      EXPECT_EQ(b.front(), 0u);
+      EXPECT_EQ(b.back(), w.size());
+      uint64_t total = 0, largest = 0;
+      for (uint64_t x : w) {
+        total += x;
+        largest = std::max(largest, x);
+      }
+      for (int p = 0; p < size; ++p) {
+        ASSERT_LE(b[size_t(p)], b[size_t(p) + 1]);
+        uint64_t part = 0;
+        for (size_t i = b[size_t(p)]; i < b[size_t(p) + 1]; ++i) part += w[i];
+        EXPECT_LE(double(part), double(total) / size + double(largest)) << "part " << p << " of " << size;
+      }
+    }
+  }
+  // Half the bytes in the first of 8 files: two processes split there, not at the fourth file.
+  auto b = dist::shard_by_weight({700, 100, 100, 100, 100, 100, 100, 100}, 2);
+  EXPECT_EQ(b[1], 1u);
+}
+
 TEST(Dist, FramesRoundTripAndCutFramesAreErrors) {
   const std::string f = dist::frame({"T", "", std::string("a\0b", 3)});
   auto back = dist::unframe(f);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,6 +61,11 @@ double timeout_s();
 // The part [begin, end) of n items that process p of `size` takes: contiguous, sizes differing by one at
 // most, earlier processes taking the larger parts.
 std::pair<size_t, size_t> shard(size_t n, int p, int size);
+
+// Contiguous parts of items of these weights (bytes of files) for `size` processes, as size + 1 bounds
+// (process p takes [bounds[p], bounds[p + 1])): an item goes to the process whose equal share of the total
+// weight holds the item's middle, so every part weighs about total/size, give or take one item.
+std::vector<size_t> shard_by_weight(const std::vector<uint64_t>& weights, int size);
 
 // `size` communicators over one process's memory, one per thread (tests of the protocol without a
 // launcher): comm i is process i; messages go through shared queues.
