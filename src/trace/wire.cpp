@@ -3,6 +3,7 @@
 // both ends: the plain tables travel as their bytes, the strings in id order (interning them in that
 // order gives the same ids back).
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -132,15 +133,19 @@ Result<RankTrace> from_wire(std::string_view bytes) {
   r.vec(t.events);
   r.vec(t.collectives);
   r.vec(t.steps);
-  if (r.pod<uint8_t>() != 0) t.window = r.pod<ProfilerWindow>();
-  else (void)r.pod<ProfilerWindow>();
+  const auto has_window = r.pod<uint8_t>();
+  const auto window = r.pod<ProfilerWindow>();
+  if (has_window > 1) return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
+  if (has_window == 1) t.window = window;
   const auto rows = r.pod<uint64_t>();
   for (uint64_t i = 0; r.ok() && i < rows; ++i) {
     ImportStat s;
     s.what = std::string(r.str());
     s.count = r.pod<int64_t>();
     s.example = std::string(r.str());
-    s.is_error = r.pod<uint8_t>() != 0;
+    const auto is_error = r.pod<uint8_t>();
+    if (is_error > 1) return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
+    s.is_error = is_error == 1;
     t.stats.rows.push_back(std::move(s));
   }
   t.stats.events_total = r.pod<int64_t>();
@@ -150,11 +155,28 @@ Result<RankTrace> from_wire(std::string_view bytes) {
   if (!r.ok() || !r.at_end()) return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
   // The tables' indices must hold in this process too (lanes, names, collectives).
   for (const Event& e : t.events) {
+    if (static_cast<uint8_t>(e.kind) > static_cast<uint8_t>(EventKind::kOtherCpu) ||
+        static_cast<uint8_t>(e.sync) > static_cast<uint8_t>(SyncKind::kOther))
+      return make_error(t.path, "a rank trace from another process has an event of no known kind");
     if (e.name >= t.strings.size() || (e.lane != kNoIndex && e.lane >= t.lanes.size()) ||
         (e.collective != kNoIndex && e.collective >= t.collectives.size()))
       return make_error(t.path, "a rank trace from another process has an index out of its tables");
   }
   const auto n = t.strings.size();
+  // A bool is read only once its byte is known to be 0 or 1.
+  const auto bool_byte = [](const void* object, size_t offset) {
+    uint8_t b = 0;
+    std::memcpy(&b, static_cast<const char*>(object) + offset, 1);
+    return b;
+  };
+  for (const Lane& l : t.lanes) {
+    if (bool_byte(&l, offsetof(Lane, gpu)) > 1)
+      return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
+  }
+  for (const CollectiveArgs& c : t.collectives) {
+    if (bool_byte(&c, offsetof(CollectiveArgs, matchable)) > 1)
+      return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
+  }
   for (const Lane& l : t.lanes) {
     if (l.name >= n) return make_error(t.path, "a rank trace from another process has an index out of its tables");
   }

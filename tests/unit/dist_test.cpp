@@ -2,7 +2,9 @@
 // as bytes and back, shards, and the sharded load, whose workload and errors must be those of one process.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -132,6 +134,17 @@ TEST(Dist, ARankTraceAsBytesComesBackTheSame) {
   auto refused = trace::from_wire(trace::to_wire(*bad));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().what.find("index"), std::string::npos) << refused.error().what;
+  // A bool byte that is neither 0 nor 1, or an event kind past the last: refused before anything reads it.
+  auto odd = trace::read_trace(files[0]);
+  ASSERT_TRUE(odd.ok());
+  ASSERT_FALSE(odd->lanes.empty());
+  const uint8_t not_a_bool = 2;
+  std::memcpy(reinterpret_cast<char*>(&odd->lanes[0]) + offsetof(trace::Lane, gpu), &not_a_bool, 1);
+  EXPECT_FALSE(trace::from_wire(trace::to_wire(*odd)).ok());
+  auto kind = trace::read_trace(files[0]);
+  ASSERT_TRUE(kind.ok());
+  kind->events[0].kind = static_cast<trace::EventKind>(200);
+  EXPECT_FALSE(trace::from_wire(trace::to_wire(*kind)).ok());
 }
 
 TEST(Dist, TheShardedLoadIsTheLoadOfOneProcess) {
