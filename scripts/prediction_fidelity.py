@@ -9,7 +9,7 @@ predicted / measured − 1. The table gives, per input and device, the largest |
 default clock, the policy and the baselines (the worst of the three), and the plan and seed where it is.
 
 usage: scripts/prediction_fidelity.py [--emo build/tools/emo/emo] [--shared ../shared] [--devices h100]
-       [--seeds 1,2,3,4,5] [--profile-clocks N] [--csv FILE] [--no-real] [--no-synth] [--limit PCT]
+       [--seeds 1,2,3,4,5] [--profile-clocks N] [--csv FILE] [--no-real] [--no-synth] [--only TEXT] [--limit PCT]
 Exit status 1 when any |error| is over --limit (default 3 %), so that it can gate a change.
 """
 import argparse
@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--csv", help="also write one row per input, device, seed and plan to FILE")
     ap.add_argument("--no-real", action="store_true", help="leave out ../shared's traces")
     ap.add_argument("--no-synth", action="store_true", help="leave out the synthetic families")
+    ap.add_argument("--only", action="append", default=[],
+                    help="keep only the inputs whose name contains this text (repeatable)")
     ap.add_argument("--limit", type=float, default=3.0, help="|error| in %% above which the exit status is 1")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="emo_fidelity_")
@@ -94,6 +96,11 @@ def main():
             print(f"(skipped the real traces: {a.shared}/traces is absent)", file=sys.stderr)
         else:
             inputs += real
+    if a.only:
+        inputs = [(n, f) for n, f in inputs if any(o in n for o in a.only)]
+        if not inputs:
+            print(f"error: no input matches --only {' '.join(a.only)}", file=sys.stderr)
+            return 1
     seeds = [int(s) for s in a.seeds.split(",")]
     writer = None
     if a.csv:

@@ -97,9 +97,12 @@ Throttle find_throttle(const std::vector<model::Point>& pts, const device::Devic
         break;
       }
       // The fit's time falls with the clock: bisect for where it equals t. A time no shorter than at the
-      // highest unthrottled clock is not a throttle (that one ran at its clock): something else.
+      // highest unthrottled clock is not a throttle (that one ran at its clock): something else. Nor is
+      // one about as long there when only two clocks are free: flat from the higher of them up is what a
+      // memory-bound kernel's time does above its memory knee, and two points cannot tell that from 1/f.
       double lo = f_free, hi = f;
-      if (tm->time_s(lo) <= t) {
+      const double t_free = tm->time_s(lo);
+      if (t_free <= t || (nfree < 3 && !(t < t_free * (1 - kThrottleTol)))) {
         all = false;
         break;
       }
@@ -654,7 +657,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     for (size_t i = 0; i < parts.size(); ++i) {
       c.clocks_mhz.push_back(runs[i].clock_mhz);
       c.measured_j.push_back(parts[i].E);
-      c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.fixed[i]);
+      c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.c * best.fixed[i]);
     }
   }
   return m;

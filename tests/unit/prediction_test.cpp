@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "emo/backends/evaluation.h"
 #include "emo/backends/profiling.h"
@@ -115,6 +116,41 @@ TEST(Prediction, IdleAfterAPackRunsAtThePacksClock) {
 TEST(Prediction, OverlappingCollectivesAndSwitchesIntoIdleArePricedAsTheyRun) {
   EMO_REQUIRE_SHARED(p, "traces/hta/tests/data/trace_filter/sampled_rank-0.json.gz");
   expect_within(predicted_and_measured({p}, "emulated:h100@4"), 0.03, "sampled_rank-0");
+}
+
+// HTA's trace_diff step on an emulated A100: copies and memory-bound kernels take as long at 945 MHz
+// as at 1410 (flat above the memory knee) and 1/f below it, which a time fit on the two lowest clocks
+// alone reads as SM-bound: they were marked throttled at ~950 MHz and priced at the power limit (21 of
+// the step's 30 J). The fit keeps them unthrottled and still finds the GEMMs the limit holds back
+// (throttled at 1.2–1.3 GHz on these GPUs).
+TEST(Prediction, MemoryBoundSignaturesAreNotTakenForThrottled) {
+  EMO_REQUIRE_SHARED(p, "traces/hta/tests/data/trace_diff/test/test.json.gz");
+  auto w = analysis::load({p}, {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const device::DeviceProfile profile = *device::builtin_profile("a100");
+  auto packing = pack::make_packs(*w, analysis::analyze(*w), profile);
+  ASSERT_TRUE(packing.ok());
+  for (const std::string gpu : {"emulated:a100@1", "emulated:a100@4"}) {
+    auto runs = backends::profile_plan(test::target(gpu), *w, *packing);
+    ASSERT_TRUE(runs.ok()) << gpu;
+    auto m = pack::fit_pack_models(*w, *packing, *runs, profile);
+    ASSERT_TRUE(m.ok()) << gpu;
+    size_t copies = 0, gemms_throttled = 0;
+    for (size_t s = 0; s < packing->signatures.size(); ++s) {
+      const std::string& name = packing->signatures[s].first_name;
+      const pack::SignatureModel& sm = m->signatures[s];
+      if (name.rfind("Memcpy", 0) == 0 || name.rfind("Memset", 0) == 0) {
+        ++copies;
+        EXPECT_EQ(sm.unit.throttle_mhz, 0.0) << gpu << ": " << name;
+      }
+      if (name.rfind("volta_sgemm", 0) == 0 && sm.unit.throttle_mhz > 0) {
+        ++gemms_throttled;
+        EXPECT_GT(sm.unit.throttle_mhz, 0.8 * profile.max_clock_mhz()) << gpu << ": " << name;
+      }
+    }
+    EXPECT_GT(copies, 10u) << gpu;
+    EXPECT_GT(gemms_throttled, 5u) << gpu;
+  }
 }
 
 // The check measures the default clocks and the plan it hands out: past kEnergyDoubtPct between the
