@@ -235,6 +235,19 @@ StillFalling energy_still_falling(const PackModels& m) {
   return {};
 }
 
+WorstFit worst_energy_fit(const PackModels& m) {
+  WorstFit w;
+  for (size_t r = 0; r < m.gpus.size(); ++r) {
+    const GpuCorrection& c = m.gpus[r];
+    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size() && i < c.predicted_j.size(); ++i) {
+      if (!(c.measured_j[i] > 0)) continue;
+      const double gap = 100 * (c.predicted_j[i] / c.measured_j[i] - 1);
+      if (w.gpu < 0 || std::abs(gap) > std::abs(w.gap_pct)) w = WorstFit{int(r), c.clocks_mhz[i], c.measured_j[i], c.predicted_j[i], gap};
+    }
+  }
+  return w;
+}
+
 std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
   std::vector<std::string> out;
   if (const StillFalling sf = energy_still_falling(m); sf.profile_mhz > 0) {
@@ -250,17 +263,25 @@ std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
     ++with_ops;
     failed += m.signatures[sg].fit_failed ? 1 : 0;
   }
-  if (failed == 0) return out;
-  int64_t busy = 0, busy_failed = 0;
-  for (const Atom& at : p.atoms) {
-    if (at.first > at.last) continue;
-    busy += at.busy_ns;
-    if (at.signature.index() < m.signatures.size() && m.signatures[at.signature.index()].fit_failed) busy_failed += at.busy_ns;
+  if (failed > 0) {
+    int64_t busy = 0, busy_failed = 0;
+    for (const Atom& at : p.atoms) {
+      if (at.first > at.last) continue;
+      busy += at.busy_ns;
+      if (at.signature.index() < m.signatures.size() && m.signatures[at.signature.index()].fit_failed) busy_failed += at.busy_ns;
+    }
+    out.push_back(fmt::format("the time of {} of {} signatures ({:.1f} % of the step's GPU busy time) could not be fitted "
+                              "from the profiled runs; their {} pack(s) are held at the default clock",
+                              failed, with_ops, busy > 0 ? 100.0 * double(busy_failed) / double(busy) : 0.0,
+                              packs_held_at_default(p, m).size()));
   }
-  out.push_back(fmt::format("the time of {} of {} signatures ({:.1f} % of the step's GPU busy time) could not be fitted "
-                            "from the profiled runs; their {} pack(s) are held at the default clock",
-                            failed, with_ops, busy > 0 ? 100.0 * double(busy_failed) / double(busy) : 0.0,
-                            packs_held_at_default(p, m).size()));
+  if (const WorstFit wf = worst_energy_fit(m); wf.gpu >= 0 && std::abs(wf.gap_pct) > kFitDoubtPct) {
+    out.push_back(fmt::format(
+        "the fitted models give GPU {}'s step energy at the profiled {} MHz {:+.1f} % off the measured ({:.3f} J "
+        "against {:.3f} J, more than {:g} %): predicted energies and savings may be off by as much; `emo evaluate` "
+        "or `emo run` measures them (the optimize JSON's energy_fit lists every GPU and clock)",
+        wf.gpu, wf.clock_mhz, wf.gap_pct, wf.fitted_j, wf.measured_j, kFitDoubtPct));
+  }
   return out;
 }
 

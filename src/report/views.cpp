@@ -224,6 +224,34 @@ Result<json> pack_document(Session& s, bool all, int fidelity_mhz) {
   return j;
 }
 
+namespace {
+// Each GPU's energy fit (pack::GpuCorrection): its scales, and the step energy at each profiled clock as
+// measured and as the fitted models give it back, with the largest gap between the two.
+json energy_fit_json(const pack::PackModels& m) {
+  json gpus = json::array();
+  for (size_t r = 0; r < m.gpus.size(); ++r) {
+    const pack::GpuCorrection& c = m.gpus[r];
+    json runs = json::array();
+    double worst = 0;
+    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size() && i < c.predicted_j.size(); ++i) {
+      const double gap = c.measured_j[i] > 0 ? 100 * (c.predicted_j[i] / c.measured_j[i] - 1) : 0.0;
+      worst = std::max(worst, std::abs(gap));
+      runs.push_back({{"clock_mhz", c.clocks_mhz[i]}, {"measured_j", c.measured_j[i]}, {"fitted_j", c.predicted_j[i]},
+                      {"gap_pct", gap}});
+    }
+    gpus.push_back({{"gpu", r},
+                    {"static_scale", c.static_scale},
+                    {"dynamic_scale", c.dynamic_scale},
+                    {"floor_scale", c.floor_scale},
+                    {"knee_scale", c.knee_scale},
+                    {"limit_scale", c.limit_scale},
+                    {"largest_gap_pct", worst},
+                    {"runs", std::move(runs)}});
+  }
+  return gpus;
+}
+}  // namespace
+
 Result<json> optimize_document(Session& s) {
   auto c = s.solution();
   if (!c) return c.error();
@@ -241,6 +269,7 @@ Result<json> optimize_document(Session& s) {
   j["signatures"] = p.signatures.size();
   j["profiled_clocks_mhz"] = profiled_clocks(s);
   j["policy_from"] = sol.policy_from;
+  if (auto m = s.models()) j["energy_fit"] = energy_fit_json(**m);
   j["margin"] = margin_json(predicted_margin(sol));
   j["solve_ms"] = sol.solve_ms;
   j["replays"] = sol.replays;

@@ -118,6 +118,27 @@ if [ -f "$tmp/summary.before" ]; then
   compgen -G "$rep.tmp.*" >/dev/null && fail "failed run over an existing report: a $rep.tmp.* folder is left behind"
 fi
 
+# ---- optimize --json: each GPU's energy fit, and the warning where it misses a run ----
+if expect 0 "optimize --json on train-dp, 2 ranks" -- "$emo" optimize "$tmp"/in/train-dp_rank*.json --device h100 \
+    --max-slowdown 0.05 -o "$tmp/fit_policy.json" --json "$tmp/fit.json"; then
+  python3 - "$tmp/fit.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+fit = j["energy_fit"]
+assert [g["gpu"] for g in fit] == [0, 1], f"FAIL: energy_fit per GPU: {[g['gpu'] for g in fit]}"
+for g in fit:
+    clocks = [r["clock_mhz"] for r in g["runs"]]
+    assert sorted(clocks) == sorted(j["profiled_clocks_mhz"]), f"FAIL: energy_fit clocks {clocks} vs {j['profiled_clocks_mhz']}"
+    for r in g["runs"]:
+        assert r["measured_j"] > 0 and r["fitted_j"] > 0, r
+        assert abs(r["gap_pct"] - 100 * (r["fitted_j"] / r["measured_j"] - 1)) < 1e-9, r
+    assert abs(g["largest_gap_pct"] - max(abs(r["gap_pct"]) for r in g["runs"])) < 1e-9, g
+worst = max(g["largest_gap_pct"] for g in fit)
+warned = any("the fitted models give GPU" in w for w in j["warnings"])
+assert warned == (worst > 3.0), f"FAIL: largest fit gap {worst:.2f} %, warned {warned}: {j['warnings']}"
+PY
+fi
+
 # ---- --profile-on: the emulated GPU from a modified profile file, the models keep --device's ----
 # (scripts/power_sensitivity.py) The same step on the same seed, once on the built-in h100 and once on
 # a copy with dynamic power x1.2: the summary names each, and the moved truth measures more energy.

@@ -104,9 +104,23 @@ StillFalling energy_still_falling(const PackModels& models);
 
 // The packs that hold a signature whose fit failed: the optimizer keeps them at the default clock.
 std::vector<PackIndex> packs_held_at_default(const Packing& packing, const PackModels& models);
+// A GPU whose fitted models give back its measured step energy at a profiled clock this far off (%) or
+// more: the models do not follow that GPU's energy, so predictions between the clocks may be off as far.
+inline constexpr double kFitDoubtPct = 3.0;
+
+// The GPU and profiled clock where the fitted step energy is farthest from the measured one (gap_pct =
+// fitted / measured − 1, in %); gpu −1 where no GPU has a measured run.
+struct WorstFit {
+  int gpu = -1;
+  int clock_mhz = 0;
+  double measured_j = 0, fitted_j = 0, gap_pct = 0;
+};
+WorstFit worst_energy_fit(const PackModels& models);
+
 // One warning per kind of doubt the fit leaves: signatures whose fit failed (how many, their share of
 // the step's GPU busy time, and that their packs are held at the default clock); a step energy still
-// falling at the lowest profiled clock (energy_still_falling). Empty: none.
+// falling at the lowest profiled clock (energy_still_falling); a fit that misses a measured step energy
+// by more than kFitDoubtPct (worst_energy_fit). Empty: none.
 std::vector<std::string> fit_warnings(const Packing& packing, const PackModels& models);
 
 // A profiled step's GPU ops per rank, found again by (stream, kernel name, occurrence on that stream) —
