@@ -391,6 +391,7 @@ Result<json> summary_document(Session& s, const RunInfo& run) {
   sm["kernel_units"] = p.kernel_units;
   sm["profiling_reduction"] = p.reduction();
   sm["profiled_clocks_mhz"] = profiled_clocks(s);
+  if (auto m = s.models()) sm["energy_fit"] = energy_fit_json(**m);
   auto aj = analyze_document(s, false);
   if (!aj) return aj.error();
   sm["critical_path"] = {{"length_us", aj->at("critical_path").value("length_us", 0.0)},

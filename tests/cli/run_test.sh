@@ -50,7 +50,7 @@ import csv, json, os, sys
 rep, limit = sys.argv[1], float(sys.argv[2])
 s = json.load(open(os.path.join(rep, "summary.json")))["summary"]
 need = ["device", "evaluated_on", "max_slowdown", "inputs", "ranks", "step_time_us", "energy_j", "predicted",
-        "policy", "baselines", "packs", "signatures", "profiling_reduction", "critical_path", "stage_ms"]
+        "policy", "baselines", "packs", "signatures", "profiling_reduction", "critical_path", "stage_ms", "energy_fit"]
 missing = [k for k in need if k not in s]
 assert not missing, f"FAIL: summary.json lacks {missing}"
 assert s["device"] == "h100" and s["evaluated_on"] == "emulated:h100" and s["ranks"] == 2, s
