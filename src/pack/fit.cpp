@@ -239,9 +239,9 @@ WorstFit worst_energy_fit(const PackModels& m) {
   WorstFit w;
   for (size_t r = 0; r < m.gpus.size(); ++r) {
     const GpuCorrection& c = m.gpus[r];
-    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size() && i < c.predicted_j.size(); ++i) {
+    for (size_t i = 0; i < c.runs(); ++i) {
       if (!(c.measured_j[i] > 0)) continue;
-      const double gap = 100 * (c.predicted_j[i] / c.measured_j[i] - 1);
+      const double gap = c.gap_pct(i);
       if (w.gpu < 0 || std::abs(gap) > std::abs(w.gap_pct)) w = WorstFit{int(r), c.clocks_mhz[i], c.measured_j[i], c.predicted_j[i], gap};
     }
   }

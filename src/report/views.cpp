@@ -233,8 +233,8 @@ json energy_fit_json(const pack::PackModels& m) {
     const pack::GpuCorrection& c = m.gpus[r];
     json runs = json::array();
     double worst = 0;
-    for (size_t i = 0; i < c.clocks_mhz.size() && i < c.measured_j.size() && i < c.predicted_j.size(); ++i) {
-      const double gap = c.measured_j[i] > 0 ? 100 * (c.predicted_j[i] / c.measured_j[i] - 1) : 0.0;
+    for (size_t i = 0; i < c.runs(); ++i) {
+      const double gap = c.gap_pct(i);
       worst = std::max(worst, std::abs(gap));
       runs.push_back({{"clock_mhz", c.clocks_mhz[i]}, {"measured_j", c.measured_j[i]}, {"fitted_j", c.predicted_j[i]},
                       {"gap_pct", gap}});

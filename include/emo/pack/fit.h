@@ -7,6 +7,7 @@
 // whole step's energy matches what the counter saw.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -63,6 +64,11 @@ struct GpuCorrection {
   // models predict it.
   std::vector<int> clocks_mhz;
   std::vector<double> measured_j, predicted_j;
+
+  size_t runs() const { return std::min({clocks_mhz.size(), measured_j.size(), predicted_j.size()}); }
+  // Run i's fitted step energy against its measured one, predicted / measured − 1 in %; 0 where nothing
+  // was measured.
+  double gap_pct(size_t i) const { return measured_j[i] > 0 ? 100 * (predicted_j[i] / measured_j[i] - 1) : 0.0; }
 };
 
 // The lowest clock the optimizer considers (pricing's candidates): the lowest supported clock at or
