@@ -11,6 +11,7 @@
 //   7 device spec ("nvml:0", "emulated:h100@7", ...)
 //   8 a rank trace as another process of an MPI run sends it (trace::from_wire; back to the same bytes)
 //   9 a message frame between processes (dist::unframe; back to the same bytes)
+//  10 a topology file (emo whatif --topology), then the what-if on the fixed workload
 // The path-based readers read the input from a memory file (/proc/self/fd/N).
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include <string_view>
 
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/topology.h"
 #include "emo/backends/profiling.h"
 #include "emo/backends/target.h"
 #include "emo/device/nvml.h"
@@ -142,12 +144,24 @@ void policy(std::string_view text) {
   for (const auto& b : p->baselines) check(b.clocks_mhz.size() == p->packs.size());
 }
 
+void topology(std::string_view text) {
+  auto t = emo::analysis::topology_from_json(text, "fuzz.json");
+  if (!ok_or_message(t)) return;
+  check(t->gpus_per_host >= 1 && t->intra.bandwidth_gb_s > 0 && t->base_latency_us >= 0);
+  emo::analysis::TopologyQuestion q{*t, *t};
+  auto w = emo::analysis::what_if(workload(), {}, &q);
+  if (!ok_or_message(w)) return;
+  check(w->predicted_span_ns >= 0);
+  // The recorded machine asked about again: every transfer keeps its measured time.
+  for (const auto& c : w->topology->collectives) check(std::abs(c.predicted_ns - c.measured_ns) <= 1.0);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       stage_profile(text);
       break;
@@ -175,8 +189,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 8:
       if (auto t = emo::trace::from_wire(text); ok_or_message(t)) check(emo::trace::to_wire(*t) == text);
       break;
-    default:
+    case 9:
       if (auto f = emo::dist::unframe(text); ok_or_message(f)) check(emo::dist::frame(*f) == text);
+      break;
+    default:
+      topology(text);
       break;
   }
   return 0;

@@ -35,9 +35,18 @@ Result<Scale> parse_scale(const std::string& text) {
   return s;
 }
 
-Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales) {
+Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales, const TopologyQuestion* topology) {
   const graph::Graph& g = w.graph;
-  std::vector<int64_t> dur = g.dur_ns;
+  std::vector<int64_t> dur;
+  WhatIf out;
+  if (topology) {
+    auto t = topology_durations(w, topology->asked, topology->recorded ? &*topology->recorded : nullptr);
+    if (!t) return t.error();
+    dur = std::move(t->dur_ns);
+    out.topology = std::move(t->report);
+  } else {
+    dur = g.dur_ns;
+  }
   // A collective kernel's transfer lives on its logical collective node.
   std::vector<NodeId> collective_of(g.num_nodes(), graph::kNoId);
   for (const auto& e : g.edges) {
@@ -45,7 +54,6 @@ Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales) {
       collective_of[graph::node_of(e.src)] = graph::node_of(e.dst);
     }
   }
-  WhatIf out;
   std::vector<double> factor(g.num_nodes(), 1.0);
   for (const Scale& s : scales) {
     int64_t matched = 0;

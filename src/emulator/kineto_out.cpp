@@ -210,6 +210,9 @@ std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t ra
         if (c.group_size > 0) fmt::format_to(std::back_inserter(b), ", \"Group size\": {}", c.group_size);
         if (c.in_nelems != trace::kNone) fmt::format_to(std::back_inserter(b), ", \"In msg nelems\": {}", c.in_nelems);
         if (c.out_nelems != trace::kNone) fmt::format_to(std::back_inserter(b), ", \"Out msg nelems\": {}", c.out_nelems);
+        if (c.dtype != kEmptyStr) {
+          b.append(std::string_view(", \"dtype\": \"")); escape_into(b, t.strings.view(c.dtype)); b.push_back('"');
+        }
       }
       b.append(std::string_view("}}"));
     }

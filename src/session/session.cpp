@@ -305,13 +305,16 @@ Result<const std::vector<EvaluatedPlan>*> Session::evaluation() {
   return &*s_->evaluation;
 }
 
-Result<const analysis::WhatIf*> Session::what_if(const std::vector<analysis::Scale>& scales) {
+Result<const analysis::WhatIf*> Session::what_if(const std::vector<analysis::Scale>& scales,
+                                                 const analysis::TopologyQuestion* topology) {
   std::string key;
   for (const auto& sc : scales) key += fmt::format("{}={:a};", sc.selector, sc.factor);
+  // A topology is named by its file; the same file twice in one session is the same topology.
+  if (topology) key += "@" + topology->asked.source + "|" + (topology->recorded ? topology->recorded->source : "");
   if (auto it = s_->what_ifs.find(key); it != s_->what_ifs.end()) return &it->second;
   auto w = workload();
   if (!w) return w.error();
-  auto r = analysis::what_if(**w, scales);
+  auto r = analysis::what_if(**w, scales, topology);
   if (!r) return r.error();
   return &s_->what_ifs.emplace(key, std::move(*r)).first->second;
 }

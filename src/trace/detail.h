@@ -222,6 +222,16 @@ void rebase(RankTrace& t);
 void sort_events(RankTrace& t);
 // Rebuilds t.steps from the ProfilerStep#N events on CPU threads.
 void rebuild_steps(RankTrace& t);
+// 2023-era traces give a collective's message size only on its `nccl:<collective>` annotation ("Input
+// Dims", "Input type"), which the reader holds as that CPU event's CollectiveArgs. Each communication
+// kernel without "In msg nelems" takes the size and dtype of the innermost such annotation around its
+// launch (same thread, by correlation); then the annotations drop their args. Needs sorted events.
+void attach_annotated_sizes(RankTrace& t);
+// "[[394241]]" -> 394241, "[[2, 3], [4]]" -> 10 (each tensor's dims multiplied, the tensors summed;
+// "[[]]", a scalar, is 1); kNone when malformed, empty or too large.
+int64_t elements_of_input_dims(std::string_view dims);
+// The first string of a JSON list: "[\"float\", \"\"]" -> float; "" when none.
+std::string_view first_string_of(std::string_view list);
 // Advises transparent huge pages for the whole 2 MiB pages inside [p, p+bytes)
 // (a no-op for smaller ranges and where unsupported): fewer page faults when a
 // big table is first written.

@@ -404,6 +404,9 @@ struct RawEvent {
   std::string_view coll_name, pg_name, pg_ranks, dtype;
   int64_t seq = kNone, group_size = -1, in_nelems = kNone, out_nelems = kNone;
   std::string_view meta_name, meta_labels;
+  // "Input Dims" / "Input type" (raw JSON), read only on `nccl:<collective>` CPU events: 2023-era traces
+  // give a collective's message size there and not on its kernel.
+  std::string_view input_dims, input_type;
   std::string_view bad_arg;  // first args key whose value had the wrong type
 };
 
@@ -658,6 +661,7 @@ class Importer {
   LaneKey last_key_{false, 0, 0};
   uint32_t last_lane_ = kNoIndex;
   std::vector<uint8_t> lane_known_cpu_;   // lane holds events of a known CPU category
+  bool size_annotations_ = false;         // some `nccl:` annotation carries a message size
   std::unordered_set<int64_t> gpu_pids_;  // labelled "GPU n" by process_labels
 
   struct ThreadName {
@@ -1037,6 +1041,8 @@ enum class ArgKey : uint8_t {
   kDtype,
   kName,
   kLabels,
+  kInputDims,
+  kInputType,
 };
 
 ArgKey classify_arg(std::string_view k) {
@@ -1053,7 +1059,9 @@ ArgKey classify_arg(std::string_view k) {
       if (iequals(k, "stream")) return ArgKey::kStream;
       return iequals(k, "labels") ? ArgKey::kLabels : ArgKey::kOther;
     case 10:
-      return iequals(k, "Group size") ? ArgKey::kGroupSize : ArgKey::kOther;
+      if (iequals(k, "Group size")) return ArgKey::kGroupSize;
+      if (iequals(k, "Input Dims")) return ArgKey::kInputDims;
+      return iequals(k, "Input type") ? ArgKey::kInputType : ArgKey::kOther;
     case 11:
       if (iequals(k, "correlation")) return ArgKey::kCorrelation;
       // Modern "External id", 2021-era "external id".
@@ -1086,6 +1094,17 @@ Status Importer::read_args(od::object& args, RawEvent& r, const char* start) con
     ArgKey ak = classify_arg(key);
     if (ak == ArgKey::kOther) continue;
     od::value& v = f.value();
+    if (ak == ArgKey::kInputDims || ak == ArgKey::kInputType) {
+      // Every CPU op has them; only a collective's annotation ("nccl:all_to_all") is read (the name
+      // comes before args in every Kineto writer; an event that puts it after is not read).
+      if (!r.has_name || !r.name.starts_with("nccl:")) continue;
+      od::array a;
+      std::string_view raw;
+      if (v.get_array().get(a) == simdjson::SUCCESS && a.raw_json().get(raw) == simdjson::SUCCESS) {
+        (ak == ArgKey::kInputDims ? r.input_dims : r.input_type) = detail::trim_ws(raw);
+      }
+      continue;
+    }
     int64_t* target = nullptr;         // integer-valued keys
     std::string_view* text = nullptr;  // string-valued keys
     bool* flag = nullptr;
@@ -1144,6 +1163,8 @@ Status Importer::read_args(od::object& args, RawEvent& r, const char* start) con
       case ArgKey::kLabels:
         text = &r.meta_labels;
         break;
+      case ArgKey::kInputDims:
+      case ArgKey::kInputType:
       case ArgKey::kOther:
         break;
     }
@@ -1400,6 +1421,20 @@ void Importer::handle(const RawEvent& r, const char* start, const char* end) {
     if (e.kind == EventKind::kCpuOp && detail::profiler_step_number(r.name) >= 0) {
       e.kind = EventKind::kUserAnnotation;
     }
+    if (!r.input_dims.empty()) {
+      // Held on the annotation until finish() hands it to the kernels launched inside it.
+      const int64_t nelems = detail::elements_of_input_dims(r.input_dims);
+      if (nelems != kNone) {
+        CollectiveArgs c;
+        c.collective = t_.strings.intern(r.name.substr(5));
+        c.in_nelems = nelems;
+        std::string_view dtype = detail::first_string_of(r.input_type);
+        if (!dtype.empty()) c.dtype = t_.strings.intern(dtype);
+        t_.collectives.push_back(c);
+        e.collective = static_cast<uint32_t>(t_.collectives.size() - 1);
+        size_annotations_ = true;
+      }
+    }
   }
   if (!r.bad_arg.empty()) {
     bad("event with an args field of the wrong type (field ignored)", start, end);
@@ -1565,6 +1600,7 @@ Result<RankTrace> Importer::finish() {
   detail::rebase(t);
   detail::sort_events(t);
   detail::rebuild_steps(t);
+  if (size_annotations_) detail::attach_annotated_sizes(t);
 
   for (size_t s = 0; s < kSkipCount; ++s) {
     if (skip_count_[s] == 0) continue;

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <limits>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "detail.h"
 
@@ -107,6 +109,85 @@ void rebuild_steps(RankTrace& t) {
     if (!seen.insert(n).second) continue;
     t.steps.push_back(Step{n, e.ts_ns, e.dur_ns});
   }
+}
+
+void attach_annotated_sizes(RankTrace& t) {
+  // Annotations per CPU lane in start order (events are sorted), and launches by correlation.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> annotations;
+  std::unordered_map<int64_t, uint32_t> launch_of;
+  bool wanted = false;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (is_gpu_lane_kind(e.kind)) {
+      wanted |= e.kind == EventKind::kKernel && e.collective < t.collectives.size() &&
+                t.collectives[e.collective].in_nelems == kNone;
+    } else if (e.collective < t.collectives.size()) {
+      annotations[e.lane].push_back(i);
+    } else if ((e.kind == EventKind::kRuntime || e.kind == EventKind::kDriver) && e.correlation != kNone) {
+      launch_of.emplace(e.correlation, i);
+    }
+  }
+  for (Event& k : t.events) {
+    if (!wanted || k.kind != EventKind::kKernel || k.collective >= t.collectives.size()) continue;
+    CollectiveArgs& c = t.collectives[k.collective];
+    if (c.in_nelems != kNone || k.correlation == kNone) continue;
+    auto l = launch_of.find(k.correlation);
+    if (l == launch_of.end()) continue;
+    const Event& launch = t.events[l->second];
+    auto a = annotations.find(launch.lane);
+    if (a == annotations.end()) continue;
+    // The innermost annotation that holds the launch: the latest one starting at or before it.
+    const std::vector<uint32_t>& on_lane = a->second;
+    auto it = std::upper_bound(on_lane.begin(), on_lane.end(), launch.ts_ns,
+                               [&](int64_t ts, uint32_t i) { return ts < t.events[i].ts_ns; });
+    while (it != on_lane.begin()) {
+      const Event& ann = t.events[*--it];
+      if (ann.ts_ns + ann.dur_ns < launch.ts_ns + launch.dur_ns) continue;
+      const CollectiveArgs& from = t.collectives[ann.collective];
+      c.in_nelems = from.in_nelems;
+      if (c.dtype == kEmptyStr) c.dtype = from.dtype;
+      break;
+    }
+  }
+  for (Event& e : t.events) {
+    if (!is_gpu_lane_kind(e.kind)) e.collective = kNoIndex;
+  }
+  compact(t, std::vector<uint8_t>(t.events.size(), 1));  // drops the annotations' args
+}
+
+int64_t elements_of_input_dims(std::string_view dims) {
+  int depth = 0, tensors = 0;
+  int64_t total = 0, product = 1, number = -1;
+  for (char ch : dims) {
+    if (ch == '[') {
+      if (++depth > 2) return kNone;
+      if (depth == 2) product = 1, number = -1;
+    } else if (ch == ']' || ch == ',') {
+      if (number >= 0 && (depth != 2 || __builtin_mul_overflow(product, number, &product))) return kNone;
+      number = -1;
+      if (ch == ']' && depth-- == 2) {
+        if (__builtin_add_overflow(total, product, &total)) return kNone;
+        ++tensors;
+      }
+    } else if (ch >= '0' && ch <= '9') {
+      if (number < 0) number = 0;
+      if (__builtin_mul_overflow(number, int64_t{10}, &number) || __builtin_add_overflow(number, ch - '0', &number))
+        return kNone;
+    } else if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r') {
+      return kNone;  // a negative or symbolic dimension
+    }
+  }
+  return depth == 0 && tensors > 0 ? total : kNone;
+}
+
+std::string_view first_string_of(std::string_view list) {
+  for (size_t open = list.find('"'); open != std::string_view::npos; open = list.find('"', open + 1)) {
+    const size_t close = list.find('"', open + 1);
+    if (close == std::string_view::npos) return {};
+    if (close > open + 1) return list.substr(open + 1, close - open - 1);
+    open = close;
+  }
+  return {};
 }
 
 void advise_huge_pages(const void* p, size_t bytes) {

@@ -97,6 +97,35 @@ grep -q '^note: 1 dependencies were left out' "$tmp/out" || { echo "FAIL: no not
 # predict a shorter step).
 expect 1 "whatif huge factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=1e308
 says "whatif huge factor" "is over 1000000"
+# whatif --topology: the topology file's errors, and the flags that need each other.
+"$emo" synth train-dp --ranks 4 -o "$tmp/dp4" >/dev/null
+echo '{"gpus_per_host": 2, "intra_host": {"bandwidth_gb_s": 350, "latency_us": 1}}' >"$tmp/topo_small.json"
+echo '{"gpus_per_host": 4, "intra_host": {"bandwidth_gb_s": 350, "latency_us": 1}}' >"$tmp/topo4.json"
+echo '{"gpus_per_host": 2, "intra_host": {"bandwidth_gb_s": 350, "latency_us": 1}, "inter_host": {"bandwidth_gb_s": 12.5, "latency_us": 10}}' >"$tmp/topo2x2.json"
+echo '{"gpus_per_host": 4, "intra_host": {"bandwidth_gb_s": "fast", "latency_us": 1}}' >"$tmp/topo_bad.json"
+expect 2 "whatif asks nothing" -- "$emo" whatif "$tmp/dp4"/*.json
+says "whatif asks nothing" "give --scale SELECTOR=FACTOR and/or --topology FILE"
+expect 1 "whatif topology not a file" -- "$emo" whatif "$tmp/dp4"/*.json --topology "$tmp/nope.json"
+expect 1 "whatif topology bad field" -- "$emo" whatif "$tmp/dp4"/*.json --topology "$tmp/topo_bad.json"
+says "whatif topology bad field" "intra_host.bandwidth_gb_s"
+expect 1 "whatif topology without inter_host" -- "$emo" whatif "$tmp/dp4"/*.json --topology "$tmp/topo_small.json"
+says "whatif topology without inter_host" "cross hosts but the topology has no 'inter_host'"
+expect 2 "whatif recorded topology alone" -- "$emo" whatif "$tmp/dp4"/*.json --recorded-topology "$tmp/topo4.json"
+says "whatif recorded topology alone" "needs --topology"
+expect 1 "whatif topology as its own output" -- "$emo" whatif "$tmp/dp4"/*.json --topology "$tmp/topo4.json" --json "$tmp/topo4.json"
+grep -q gpus_per_host "$tmp/topo4.json" || { echo "FAIL: the topology file was overwritten"; fails=$((fails + 1)); }
+expect 0 "whatif topology" -- "$emo" whatif "$tmp/dp4"/*.json --topology "$tmp/topo2x2.json" --recorded-topology "$tmp/topo4.json" --json "$tmp/wt.json"
+python3 - "$tmp/wt.json" <<'PY' || { echo "FAIL: whatif topology numbers"; fails=$((fails + 1)); }
+import json, sys
+j = json.load(open(sys.argv[1]))
+t = j["topology"]
+assert t["transfers"] == "measured_scaled" and t["collectives_modeled"] > 0, t
+assert t["median_error_pct"] < 25, t                      # the recorded machine's model fits the transfers
+ar = [k for k in t["by_kind"] if k["kind"] == "all_reduce"][0]
+assert ar["predicted_transfer_us"] > 5 * ar["measured_transfer_us"], ar   # 12.5 GB/s network vs 350 GB/s NVLink
+assert j["predicted_span_us"] > j["baseline_span_us"], j
+assert t["fitted_links"][0]["link"] == "intra_host" and abs(t["fitted_links"][0]["bandwidth_gb_s"] - 350) < 35, t
+PY
 expect 0 "whatif largest factor" -- "$emo" whatif "$tmp/good.json" --scale gemm=1e6 --json "$tmp/w6.json"
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['predicted_span_us']==1e8+10, j" "$tmp/w6.json" \
   || { echo "FAIL: whatif 1e6 numbers"; fails=$((fails + 1)); }

@@ -64,6 +64,14 @@ done
 "$emo" whatif "${files[@]}" --scale 'gemm=1.2' --json "$tmp/wi.1.json" >/dev/null 2>&1 || fail "whatif in one process"
 mpi 4 whatif "${files[@]}" --scale 'gemm=1.2' --json "$tmp/wi.np4.json" >/dev/null 2>&1 || fail "whatif with 4 processes"
 same_json "whatif np=4" "$tmp/wi.1.json" "$tmp/wi.np4.json"
+# The topology what-if: train-pp's point-to-point transfers across two hosts of 2 GPUs.
+echo '{"gpus_per_host": 2, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6}, "inter_host": {"bandwidth_gb_s": 25, "latency_us": 10}}' >"$tmp/topo.json"
+"$emo" whatif "${files[@]}" --topology "$tmp/topo.json" --json "$tmp/wt.1.json" >/dev/null 2>&1 || fail "whatif --topology in one process"
+mpi 2 whatif "${files[@]}" --topology "$tmp/topo.json" --json "$tmp/wt.np2.json" >/dev/null 2>&1 || fail "whatif --topology with 2 processes"
+same_json "whatif --topology np=2" "$tmp/wt.1.json" "$tmp/wt.np2.json"
+mpi 2 whatif "${files[@]}" --topology "$tmp/no-such-topology.json" >/dev/null 2>"$tmp/wt.err"
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; else fail "whatif --topology missing file under mpirun: rc $rc"; cat "$tmp/wt.err"; fi
 
 # ---- the text goes out once, from process 0 ----
 mpi 4 analyze "${files[@]}" >"$tmp/text.out" 2>"$tmp/text.err" || fail "analyze text with 4 processes"

@@ -488,6 +488,48 @@ TEST(TraceReader, NcclKernelsCarryCollectiveArgs) {
   }
 }
 
+// 2023-era traces (PARAM's DLRM) put a collective's size only on its `nccl:<collective>` annotation:
+// each kernel launched inside one takes its Input Dims' elements and its Input type.
+TEST(TraceReader, NcclKernelsWithoutSizesTakeTheirAnnotationsInputDims) {
+  RankTrace t = parse_ok(trace_of({
+      R"J({"ph":"X","cat":"user_annotation","name":"nccl:all_reduce","pid":1,"tid":1,"ts":0,"dur":10,"args":{"Input Dims":[[394241]],"Input type":["float"]}})J",
+      R"J({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2,"dur":3,"args":{"correlation":1}})J",
+      R"J({"ph":"X","cat":"user_annotation","name":"nccl:all_to_all","pid":1,"tid":1,"ts":20,"dur":10,"args":{"Input Dims":[[2, 3], [4]],"Input type":["long int", ""]}})J",
+      R"J({"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":21,"dur":1,"args":{"Input Dims":[[7]],"Input type":["float"]}})J",
+      R"J({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":23,"dur":3,"args":{"correlation":2}})J",
+      R"J({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":40,"dur":3,"args":{"correlation":3}})J",
+      R"J({"ph":"X","cat":"user_annotation","name":"nccl:all_reduce","pid":1,"tid":1,"ts":50,"dur":10,"args":{"Input Dims":[[-1]],"Input type":["float"]}})J",
+      R"J({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":52,"dur":3,"args":{"correlation":4}})J",
+      R"J({"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":40,"ts":6,"dur":5,"args":{"device":0,"stream":40,"correlation":1}})J",
+      R"J({"ph":"X","cat":"kernel","name":"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":40,"ts":27,"dur":5,"args":{"device":0,"stream":40,"correlation":2}})J",
+      R"J({"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":40,"ts":44,"dur":5,"args":{"device":0,"stream":40,"correlation":3}})J",
+      R"J({"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":40,"ts":56,"dur":5,"args":{"device":0,"stream":40,"correlation":4,"In msg nelems":9,"dtype":"Half"}})J",
+  }));
+  auto coll = [&](int64_t corr) -> const CollectiveArgs& {
+    for (const Event& e : t.events) {
+      if (e.kind == EventKind::kKernel && e.correlation == corr) return t.collectives.at(e.collective);
+    }
+    ADD_FAILURE() << "no kernel of correlation " << corr;
+    static const CollectiveArgs none;
+    return none;
+  };
+  EXPECT_EQ(coll(1).in_nelems, 394241);
+  EXPECT_EQ(t.strings.view(coll(1).dtype), "float");
+  EXPECT_EQ(coll(2).in_nelems, 2 * 3 + 4);  // the innermost nccl: annotation, not aten::empty inside it
+  EXPECT_EQ(t.strings.view(coll(2).dtype), "long int");
+  EXPECT_EQ(t.strings.view(coll(2).collective), "sendrecv");  // the name still says the kernel's collective
+  EXPECT_EQ(coll(3).in_nelems, kNone);                         // launched outside any annotation
+  EXPECT_EQ(coll(4).in_nelems, 9);                             // its own metadata wins
+  EXPECT_EQ(t.strings.view(coll(4).dtype), "Half");
+  // The annotations keep no args of their own: only the four kernels have collectives.
+  EXPECT_EQ(t.collectives.size(), 4u);
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::kKernel) {
+      EXPECT_EQ(e.collective, kNoIndex);
+    }
+  }
+}
+
 TEST(TraceReader, EscapedStringsAreUnescapedOnce) {
   RankTrace t = parse_ok(
       trace_of({R"({"ph":"X","cat":"cpu_op","name":"say \"hi\" \\ [x] {y}","pid":1,"tid":1,"ts":1,"dur":1})",

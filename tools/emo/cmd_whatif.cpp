@@ -16,6 +16,7 @@ struct WhatIfArgs {
   std::vector<std::string> scales;
   std::string json_out;
   std::optional<int64_t> step;
+  std::string topology, recorded_topology;
 };
 }  // namespace
 
@@ -25,9 +26,18 @@ void add_whatif(CLI::App& root, Action& action) {
       "whatif",
       "Predict the step time if some operations ran faster or slower. SELECTOR is a kernel-name regex, "
       "stream:N or cat:NAME (kernel, gpu_memcpy, gpu_memset, nccl, cpu_op, cuda_runtime, user_annotation, "
-      "python_function, cpu_gap); FACTOR multiplies their durations.");
+      "python_function, cpu_gap); FACTOR multiplies their durations. --topology FILE replays the matched "
+      "collectives' transfers at their times on another machine (hosts, GPUs per host, NVLink and network "
+      "bandwidth and latency, placement; docs/replay.md, Topology) and checks the model against the trace's "
+      "measured transfers.");
   sub->add_option("traces", args->traces, "trace files, one per rank")->required();
-  sub->add_option("--scale", args->scales, "SELECTOR=FACTOR, FACTOR from 0 to 1e6 (repeatable)")->required();
+  sub->add_option("--scale", args->scales, "SELECTOR=FACTOR, FACTOR from 0 to 1e6 (repeatable)");
+  sub->add_option("--topology", args->topology,
+                  "topology file (JSON) of the machine to ask about: each matched collective's transfer takes its "
+                  "modeled time there (then --scale applies)");
+  sub->add_option("--recorded-topology", args->recorded_topology,
+                  "topology file of the machine the trace was recorded on: each transfer is then its measured time "
+                  "x model(--topology) / model(this), and this model is the one checked against the measurements");
   sub->add_option("--step", args->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->callback([args, &action] {
@@ -38,22 +48,50 @@ void add_whatif(CLI::App& root, Action& action) {
         if (!s.ok()) return fail(s.error());
         scales.push_back(*s);
       }
+      if (!args->recorded_topology.empty() && args->topology.empty()) {
+        fail(make_error("--recorded-topology", "needs --topology FILE (the machine to ask about)"));
+        return kExitUsage;
+      }
+      if (args->scales.empty() && args->topology.empty()) {
+        fail(make_error("whatif", "nothing to ask", "give --scale SELECTOR=FACTOR and/or --topology FILE"));
+        return kExitUsage;
+      }
       session::Options o;
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
-      if (Status st = check_outputs(args->traces, {{"--json", args->json_out}}); !st.ok()) return fail(st.error());
+      // Read on process 0 alone (the others only serve their shards; a failure here drains them).
+      std::optional<analysis::TopologyQuestion> topology;
+      if (!args->topology.empty()) {
+        auto asked = analysis::load_topology(args->topology);
+        if (!asked) return fail(asked.error());
+        topology = analysis::TopologyQuestion{std::move(*asked), std::nullopt};
+        if (!args->recorded_topology.empty()) {
+          auto rec = analysis::load_topology(args->recorded_topology);
+          if (!rec) return fail(rec.error());
+          topology->recorded = std::move(*rec);
+        }
+      }
+      std::vector<std::string> inputs = args->traces;
+      for (const std::string* f : {&args->topology, &args->recorded_topology}) {
+        if (!f->empty()) inputs.push_back(*f);
+      }
+      if (Status st = check_outputs(inputs, {{"--json", args->json_out}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);
       if (!s.ok()) return fail(s.error());
-      if (auto r = s->what_if(scales); !r.ok()) return fail(r.error());
+      auto r = s->what_if(scales, topology ? &*topology : nullptr);
+      if (!r.ok()) return fail(r.error());
       auto an = s->analysis();
       if (!an.ok()) return fail(an.error());
       for (const std::string& text : analysis::step_warnings(**s->workload(), **an)) warn(text);
+      if ((*r)->topology) {
+        if (std::string text = analysis::topology_warning(*(*r)->topology); !text.empty()) warn(text);
+      }
       if (!args->json_out.empty()) {
-        if (Status st = write_view(*s, *report::whatif_json(scales), args->json_out); !st.ok()) return fail(st.error());
+        if (Status st = write_view(*s, *report::whatif_json(scales, topology), args->json_out); !st.ok()) return fail(st.error());
         if (args->json_out == "-") return kExitOk;
       }
-      if (Status st = print_view(*s, *report::whatif_text(scales)); !st.ok()) return fail(st.error());
+      if (Status st = print_view(*s, *report::whatif_text(scales, topology)); !st.ok()) return fail(st.error());
       return kExitOk;
     };
   });

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emo/analysis/topology.h"
 #include "emo/base/result.h"
 #include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
@@ -135,9 +136,17 @@ struct WhatIf {
   int64_t baseline_span_ns = 0;
   int64_t predicted_span_ns = 0;
   std::vector<int64_t> matched;  // nodes matched per scale
+  std::optional<TopologyReport> topology;  // with a topology
 };
-// Fails when a selector is malformed or matches nothing.
-Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales);
+// A topology to ask about (`whatif --topology`), and optionally the one the trace was recorded on.
+struct TopologyQuestion {
+  Topology asked;
+  std::optional<Topology> recorded;
+};
+// Fails when a selector is malformed or matches nothing. With `topology`, the matched collectives'
+// transfers take their times on it first (topology_durations), then the scales apply.
+Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales,
+                       const TopologyQuestion* topology = nullptr);
 
 // Category of a node as `cat:NAME` sees it: kernel, gpu_memcpy, gpu_memset,
 // nccl, cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap.

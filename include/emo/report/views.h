@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,9 @@ class View {
 // slack, GPUs, import_stats; `per_kernel` adds every GPU op.
 Result<nlohmann::json> analyze_document(session::Session& s, bool per_kernel);
 // `emo whatif --json`: baseline_span_us, predicted_span_us, change_pct, matched_nodes.
-Result<nlohmann::json> whatif_document(session::Session& s, const std::vector<analysis::Scale>& scales);
+// With a topology, also `topology` (analysis::to_json(TopologyReport)).
+Result<nlohmann::json> whatif_document(session::Session& s, const std::vector<analysis::Scale>& scales,
+                                       const analysis::TopologyQuestion* topology = nullptr);
 // `emo pack --json`: packs (the first 1000 unless `all`), signatures, the profiling plan; with
 // fidelity_mhz > 0, also "fidelity": the models against the emulated GPU at that clock.
 Result<nlohmann::json> pack_document(session::Session& s, bool all, int fidelity_mhz);
@@ -83,8 +86,10 @@ std::unique_ptr<View> analyze_json(bool per_kernel);
 std::unique_ptr<View> analyze_text();
 std::unique_ptr<View> kernels_csv();        // one row per GPU op with its slack
 std::unique_ptr<View> critical_path_csv();  // the critical path piece by piece
-std::unique_ptr<View> whatif_json(std::vector<analysis::Scale> scales);
-std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales);
+std::unique_ptr<View> whatif_json(std::vector<analysis::Scale> scales,
+                                  std::optional<analysis::TopologyQuestion> topology = std::nullopt);
+std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales,
+                                  std::optional<analysis::TopologyQuestion> topology = std::nullopt);
 std::unique_ptr<View> pack_json(bool all, int fidelity_mhz);
 std::unique_ptr<View> pack_text(int fidelity_mhz);
 std::unique_ptr<View> packs_csv(bool policy_clocks = false);  // packs.csv: one row per pack (+ the policy's clock)

@@ -105,7 +105,9 @@ class Session {
   Result<const std::vector<EvaluatedPlan>*> evaluation();
 
   // ---- with arguments: cached per argument ----
-  Result<const analysis::WhatIf*> what_if(const std::vector<analysis::Scale>& scales);
+  // With `topology`: the matched collectives' transfers at their times on it first (`whatif --topology`).
+  Result<const analysis::WhatIf*> what_if(const std::vector<analysis::Scale>& scales,
+                                          const analysis::TopologyQuestion* topology = nullptr);
   Result<const backends::PackFidelity*> pack_fidelity(int clock_mhz);
   // The profiling plan run on bench() and written as a hardware capture would be (docs/profiling.md),
   // with the clock models() adds where the energy still falls at the lowest plan clock.
