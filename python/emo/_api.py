@@ -217,9 +217,10 @@ class Packing:
     @property
     def plan(self) -> Dict[str, Any]:
         """The profiling plan and its cost: plan_clocks_mhz, plan_steps_per_clock, profiling_gpu_s,
-        kernel_units (per-kernel profiling), profiled_units, reduction."""
+        kernel_units (per-kernel profiling), profiled_units, reduction, replica_sets (distinct op
+        sequences among the GPUs) and profiled_units_per_gpu (each GPU profiled on its own)."""
         keys = ("plan_clocks_mhz", "plan_steps_per_clock", "profiling_gpu_s", "kernel_units", "profiled_units",
-                "reduction")
+                "reduction", "replica_sets", "profiled_units_per_gpu")
         return {k: self._document[k] for k in keys}
 
     def fidelity(self, clock_mhz: int) -> Dict[str, Any]:

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <cmath>
 #include <unordered_map>
 
@@ -74,6 +75,49 @@ namespace {
 uint64_t fnv(uint64_t h, uint64_t v) {
   for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
   return h;
+}
+
+// Replicas (Packing::replica_set): GPUs that run the same ops (names) on each stream in the same order,
+// as data-parallel ranks do; how two streams interleave may differ. They differ in slack, hence in where
+// their atoms split, but their kernel sequences share signatures (a signature is the work, not its
+// slack class), profiled once for all.
+void find_replicas(const graph::Graph& g, Packing& p, int64_t clocks) {
+  // Each GPU's ops as (stream, name), by stream and then in index order.
+  auto key_of = [&](const GpuOps& go) {
+    std::vector<std::pair<int32_t, uint32_t>> k;
+    k.reserve(go.ops.size());
+    for (NodeId n : go.ops) k.emplace_back(g.lanes[g.lane[n]].stream, uint32_t(g.name[n]));
+    std::stable_sort(k.begin(), k.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return k;
+  };
+  std::unordered_map<uint64_t, std::vector<uint32_t>> firsts;  // key hash -> first GPU of each set
+  std::vector<std::vector<std::pair<int32_t, uint32_t>>> keys_of_sets;
+  p.replica_set.assign(p.gpus.size(), 0);
+  for (uint32_t r = 0; r < p.gpus.size(); ++r) {
+    auto key = key_of(p.gpus[r]);
+    uint64_t h = 1469598103934665603ull;
+    for (const auto& [stream, name] : key) h = fnv(fnv(h, uint64_t(uint32_t(stream))), name);
+    std::vector<uint32_t>& sets = firsts[h];
+    auto it = std::find_if(sets.begin(), sets.end(), [&](uint32_t set) { return keys_of_sets[set] == key; });
+    if (it != sets.end()) {
+      p.replica_set[r] = *it;
+    } else {
+      p.replica_set[r] = uint32_t(keys_of_sets.size());
+      sets.push_back(p.replica_set[r]);
+      keys_of_sets.push_back(std::move(key));
+    }
+  }
+  p.replica_sets = int64_t(keys_of_sets.size());
+  // What profiling each GPU on its own would take: its own distinct signatures at every clock.
+  std::vector<std::vector<uint32_t>> sigs_of(p.gpus.size());
+  for (const Atom& at : p.atoms) {
+    if (at.first <= at.last) sigs_of[at.rank.index()].push_back(uint32_t(at.signature.index()));
+  }
+  p.per_gpu_units = 0;
+  for (std::vector<uint32_t>& v : sigs_of) {
+    std::sort(v.begin(), v.end());
+    p.per_gpu_units += int64_t(std::unique(v.begin(), v.end()) - v.begin()) * clocks;
+  }
 }
 
 }  // namespace
@@ -164,7 +208,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       at.bound = b0;
       int64_t run_end = tl.end(go.ops[i]);
       int64_t busy = 0, cur_b = tl.start(go.ops[i]), cur_e = run_end;
-      uint64_t h = fnv(1469598103934665603ull, uint64_t(s0) * 7 + uint64_t(b0));
+      uint64_t h = fnv(1469598103934665603ull, uint64_t(b0));
       size_t j = i;
       while (true) {
         const NodeId n = go.ops[j];
@@ -282,6 +326,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   for (const Signature& s : p.signatures) profiled_sigs += s.ops > 0;
   p.kernel_units = p.kernel_ops * clocks;
   p.profiled_units = profiled_sigs * clocks;
+  find_replicas(g, p, clocks);
   // The lower clocks stretch the steps; 1/0.5 bounds it at the plan's lowest clock.
   double stretch = 0;
   for (int c : p.plan_clocks_mhz) stretch += std::min(2.0, profile.max_clock_mhz() / double(c));
@@ -292,7 +337,6 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
 nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs) {
   const graph::Graph& g = w.graph;
   nlohmann::ordered_json j;
-  (void)g;
   j["step_us"] = double(p.step_ns) / 1e3;
   j["min_pack_us"] = double(p.min_pack_ns) / 1e3;
   j["gpus"] = p.gpus.size();
@@ -306,6 +350,16 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   j["kernel_units"] = p.kernel_units;
   j["profiled_units"] = p.profiled_units;
   j["reduction"] = p.reduction();
+  // Replicas (docs/optimize.md): each set's GPUs by rank, and the units profiling each GPU on its own takes.
+  j["replica_sets"] = p.replica_sets;
+  j["profiled_units_per_gpu"] = p.per_gpu_units;
+  if (p.replica_sets < int64_t(p.gpus.size())) {
+    std::vector<std::vector<int>> sets(size_t(p.replica_sets));
+    for (size_t r = 0; r < p.gpus.size(); ++r) sets[p.replica_set[r]].push_back(g.rank_id(p.gpus[r].rank));
+    nlohmann::ordered_json listed = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < sets.size() && i < 1000; ++i) listed.push_back(sets[i]);
+    j["replicas"] = std::move(listed);
+  }
   nlohmann::ordered_json sigs = nlohmann::ordered_json::array();
   for (const Signature& s : p.signatures) {
     sigs.push_back({{"hash", fmt::format("{:016x}", s.hash)}, {"members", s.members}, {"ops", s.ops},
@@ -352,6 +406,12 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
       p.profiled_units, p.kernel_units, p.reduction(), fmt::join(p.plan_clocks_mhz, ","), p.plan_steps,
       double(p.plan_window_ns) / 1e9, p.plan_steps_bounded ? ", shortened: steps x graph nodes per run are bounded" : "",
       double(p.profiling_gpu_ns) / 1e9);
+  if (p.replica_sets < int64_t(p.gpus.size())) {
+    out += fmt::format("replicas: {} GPUs run {} distinct op sequence(s); signatures shared across GPUs: {} profiled "
+                       "units against {} profiling every GPU on its own ({:.1f}x fewer)\n",
+                       p.gpus.size(), p.replica_sets, p.profiled_units, p.per_gpu_units,
+                       double(p.per_gpu_units) / double(std::max<int64_t>(1, p.profiled_units)));
+  }
   const graph::Graph& g = w.graph;
   size_t shown = 0;
   for (const Pack& pk : p.packs) {

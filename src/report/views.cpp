@@ -393,6 +393,8 @@ Result<json> summary_document(Session& s, const RunInfo& run) {
   sm["profiled_units"] = p.profiled_units;
   sm["kernel_units"] = p.kernel_units;
   sm["profiling_reduction"] = p.reduction();
+  sm["replica_sets"] = p.replica_sets;
+  sm["profiled_units_per_gpu"] = p.per_gpu_units;
   sm["profiled_clocks_mhz"] = profiled_clocks(s);
   if (auto m = s.models()) sm["energy_fit"] = energy_fit_json(**m);
   auto aj = analyze_document(s, false);

@@ -114,6 +114,13 @@ struct Packing {
   bool plan_steps_bounded = false;  // fewer steps than profile_window_ns asks for (max_plan_node_steps)
   int64_t plan_window_ns = 0;   // plan_steps × step_ns
   int64_t profiling_gpu_ns = 0;  // GPU time of the profiling runs the plan needs
+  // Replicas: GPUs that run the same ops (names, streams) in the same order (data-parallel ranks).
+  // Signatures are the work, not its slack class, so a replica's atoms share the others' signatures:
+  // one model each, profiled once whatever the set's size. replica_set[rank] = the set's index (sets
+  // numbered by their first GPU); replica_sets = their count.
+  std::vector<uint32_t> replica_set;
+  int64_t replica_sets = 0;
+  int64_t per_gpu_units = 0;  // Σ over GPUs of that GPU's distinct signatures × plan clocks: each GPU on its own
   double reduction() const { return profiled_units > 0 ? double(kernel_units) / double(profiled_units) : 0; }
 };
 
