@@ -74,12 +74,12 @@ struct ClockLine {
 };
 
 // Duration of `work_ns` (time at f_max) started at `start` under the clock line.
-int64_t integrate(const GpuTruth& gpu, const KernelTruth& k, const ClockLine& line, int64_t start, double work_ns) {
+int64_t integrate(const detail::TruthMemo& memo, uint32_t k, const ClockLine& line, int64_t start, double work_ns) {
   size_t i = line.segment(start);
   int64_t t = start;
   double left = work_ns;
   while (true) {
-    const double ratio = gpu.time_ratio(k, line.f[i]);
+    const double ratio = memo.time_ratio(k, line.f[i]);
     const int64_t seg_end = i + 1 < line.t.size() ? line.t[i + 1] : std::numeric_limits<int64_t>::max();
     const double need = left * ratio;
     if (double(seg_end - t) >= need) return t + int64_t(std::llround(need)) - start;
@@ -152,6 +152,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     }
     truth[i] = it->second;
   }
+  const detail::TruthMemo memo(gpu, truths);
   // Ranks of each matched collective (their GPUs' clocks set its transfer rate).
   std::vector<std::vector<uint32_t>> coll_ranks;
   for (const auto& members : program.collectives()) {
@@ -189,9 +190,9 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
       double f = 1e9;
       for (uint32_t r : coll_ranks[size_t(op.collective)]) f = std::min(f, lines[r].at(at));
       const double j = jit(uint64_t(n_ops) + uint64_t(op.collective));
-      return int64_t(std::llround(double(base) * j * gpu.time_ratio(truths[truth[i]], f)));
+      return int64_t(std::llround(double(base) * j * memo.time_ratio(truth[i], f)));
     }
-    return integrate(gpu, truths[truth[i]], lines[op.rank], at, double(base) * jit(i));
+    return integrate(memo, truth[i], lines[op.rank], at, double(base) * jit(i));
   };
   for (int rep = 0; rep < options.steps; ++rep) {
     step_bounds.push_back(step_start);
@@ -248,7 +249,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   for (size_t r = 0; r < n_ranks; ++r) {
     RankRun& rr = out.ranks[r];
     rr.rank = ranks[r].rank >= 0 ? ranks[r].rank : int(r);
-    detail::EnergyIntegral integral = detail::integrate_energy(gpu, truths, ops[r], lines[r].t, lines[r].f, run_end);
+    detail::EnergyIntegral integral = detail::integrate_energy(memo, ops[r], lines[r].t, lines[r].f, run_end);
     rr.energy_j = integral.total_j;
     rr.gpu_busy_ns = integral.busy_ns;
     for (size_t i = 0; i + 1 < step_bounds.size(); ++i)

@@ -32,8 +32,7 @@ struct EnergyIntegral {
 
 // Busy power of the ops running together: static power once, the largest op's dynamic power in full
 // and a quarter of the others' (they share the SMs), capped at the board's limit; idle power in gaps.
-EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTruth>& truths,
-                                std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
+EnergyIntegral integrate_energy(const TruthMemo& truths, std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
                                 const std::vector<double>& clock_f, int64_t end);
 
 // One traced step: the program's times in that run (run clock, see executor::Program) and where the

@@ -15,8 +15,7 @@ double EnergyIntegral::at(int64_t when) const {
   return e_j[i] + (e_j[i + 1] - e_j[i]) * (span > 0 ? double(when - t[i]) / span : 0.0);
 }
 
-EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTruth>& truths,
-                                std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
+EnergyIntegral integrate_energy(const TruthMemo& truths, std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
                                 const std::vector<double>& clock_f, int64_t end) {
   // Events: +op at begin, -op at end, clock change at its effect time.
   struct Ev { int64_t t; int type; uint32_t idx; };  // type 0 = end, 1 = clock, 2 = start
@@ -35,6 +34,7 @@ EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTru
     return a.idx < b.idx;
   });
 
+  const GpuTruth& gpu = truths.gpu();
   EnergyIntegral out;
   double f = clock_f.front();
   for (size_t i = 1; i < clock_t.size() && clock_t[i] <= 0; ++i) f = clock_f[i];
@@ -47,12 +47,11 @@ EnergyIntegral integrate_energy(const GpuTruth& gpu, const std::vector<KernelTru
     }
     double sum = 0, mx = 0;
     for (uint32_t o : running) {
-      const double d = gpu.dynamic_part_w(truths[ops[o].truth], f);
+      const double d = truths.dynamic_part_w(ops[o].truth, f);
       sum += d;
       mx = std::max(mx, d);
     }
-    const double stat = gpu.power_w(truths[ops[running.front()].truth], f) -
-                        gpu.dynamic_part_w(truths[ops[running.front()].truth], f);
+    const double stat = truths.power_w(ops[running.front()].truth, f) - truths.dynamic_part_w(ops[running.front()].truth, f);
     power = std::min(gpu.tdp_w, stat + mx + 0.25 * (sum - mx));
   };
   int64_t now = 0;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "emo/device/profile.h"
 
@@ -68,6 +69,36 @@ struct GpuTruth {
   double raw_time_ratio(const KernelTruth& k, double f) const;  // at clock f, whatever its power
   double raw_dynamic_w(const KernelTruth& k, double f) const;
   double raw_power_w(const KernelTruth& k, double f) const;
+};
+
+// The truths of one run's kernels, evaluated once per (kernel, clock): a run sees a few clocks, and
+// each evaluation costs a handful of pow() calls (the emulator's hot spot before). The values are
+// the GpuTruth's own, bit for bit. Not shared between threads.
+class TruthMemo {
+ public:
+  TruthMemo(const GpuTruth& gpu, const std::vector<KernelTruth>& truths)
+      : gpu_(gpu), truths_(truths), at_(truths.size()) {}
+  const GpuTruth& gpu() const { return gpu_; }
+  double time_ratio(uint32_t k, double f) const { return entry(k, f).time_ratio; }
+  double power_w(uint32_t k, double f) const { return entry(k, f).power_w; }
+  double dynamic_part_w(uint32_t k, double f) const { return entry(k, f).dynamic_w; }
+
+ private:
+  struct Entry {
+    double f, time_ratio, power_w, dynamic_w;
+  };
+  const Entry& entry(uint32_t k, double f) const {
+    std::vector<Entry>& e = at_[k];
+    for (const Entry& x : e) {
+      if (x.f == f) return x;
+    }
+    const KernelTruth& t = truths_[k];
+    e.push_back(Entry{f, gpu_.time_ratio(t, f), gpu_.power_w(t, f), gpu_.dynamic_part_w(t, f)});
+    return e.back();
+  }
+  const GpuTruth& gpu_;
+  const std::vector<KernelTruth>& truths_;
+  mutable std::vector<std::vector<Entry>> at_;
 };
 
 GpuTruth make_gpu_truth(const device::DeviceProfile& profile, uint64_t seed);
