@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,11 @@ struct Prepared {
   std::vector<size_t> sig_row;    // first row of each signature in op_ratio
   std::vector<double> op_ratio;   // [(sig_row[sig] + pos) · clocks.size() + clock index]
   std::vector<std::pair<double, double>> cost;  // [pack · clocks.size() + clock index]: busy s, energy J
+
+  // The incremental replay of this problem's graph; each thread replays a plan from its own last one
+  // (predict_prepared), keyed by `id` so that another Prepared never reuses it.
+  std::shared_ptr<const replay::Rereplayer> rereplay;
+  uint64_t id = 0;
 
   int index_of(int mhz) const {
     return mhz >= 0 && size_t(mhz) < clock_index.size() ? clock_index[size_t(mhz)] : -1;

@@ -2,6 +2,7 @@
 // the full replay of a plan (predict_prepared, and the public predict). Shared by the optimizer, the
 // MILP oracle and the policy file (internal.h).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "emo/optimize/optimize.h"
@@ -214,7 +215,10 @@ double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>&
 }  // namespace
 
 Prepared prepare(const Problem& pr, bool tables) {
+  static std::atomic<uint64_t> next_id{1};
   Prepared x;
+  x.id = next_id++;
+  x.rereplay = std::make_shared<const replay::Rereplayer>(pr.workload->graph);
   map_ops(*pr.packing, x);
   x.clocks = candidate_clocks(pr);
   x.held.assign(pr.packing->packs.size(), 0);
@@ -283,26 +287,35 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
   const graph::Graph& g = pr.workload->graph;
   // Buffers reused by the replays of one thread (a replay of a big step would otherwise map and fault in
   // megabytes each time).
-  thread_local std::vector<int64_t> dur_buf;
-  thread_local replay::Timeline tl_buf;
-  std::vector<int64_t> dur_own;
-  std::vector<int64_t>& dur = dur_out ? dur_own : dur_buf;
+  thread_local std::vector<int64_t> dur;
   for (size_t k = 0; k < clocks.size() && k < x.held.size(); ++k) {
     if (x.held[k]) clocks[k] = pr.default_clock_mhz;
   }
   dur.assign(g.dur_ns.begin(), g.dur_ns.end());
   scale_durations(pr, x, clocks, dur);
-  replay::Replayer rp(g);
-  replay::Timeline tl_own;
-  replay::Timeline& tl = tl_out ? tl_own : tl_buf;
-  rp.run(dur, tl);
+  // This thread's last replay of this problem: the plan replayed from it, only where it moves.
+  struct Last {
+    uint64_t id = 0;
+    std::vector<int64_t> dur;
+    replay::Timeline tl;
+  };
+  thread_local Last last;
+  if (x.rereplay && last.id == x.id) {
+    x.rereplay->update(last.dur, dur, last.tl);
+    last.dur.swap(dur);
+  } else {
+    replay::Replayer(g).run(dur, last.tl);
+    last.dur.swap(dur);
+    last.id = x.rereplay ? x.id : 0;
+  }
+  const replay::Timeline& tl = last.tl;
+  if (dur_out) *dur_out = last.dur;
   Plan plan;
   plan.name = std::move(name);
   plan.time_ns = tl.makespan_ns();
   plan.energy_j = plan_energy(pr, x, clocks, tl, plan.time_ns);
   plan.pack_clock_mhz = std::move(clocks);
-  if (tl_out) *tl_out = std::move(tl_own);
-  if (dur_out) *dur_out = std::move(dur_own);
+  if (tl_out) *tl_out = tl;
   return plan;
 }
 

@@ -5,6 +5,7 @@
 #include "emo/replay/replay.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 namespace emo::replay {
@@ -56,6 +57,44 @@ void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
   out.end_ns = end;
   out.last_point = last;
 }
+// One point's time from its predecessors' (the sweep's formula).
+inline int64_t point_time(const graph::Graph& g, const int64_t* t, PointId p, int64_t dur) {
+  const NodeId n = graph::node_of(p);
+  int64_t v;
+  if (graph::is_end(p)) {
+    v = t[p - 1] + dur;
+  } else {
+    v = g.in_offsets[p] == g.in_offsets[p + 1] ? g.meas_start_ns[n] : std::numeric_limits<int64_t>::min();
+  }
+  const Edge* edges = g.edges.data();
+  for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1]; ++k) {
+    const Edge& e = edges[g.in_edges[k]];
+    v = std::max(v, t[e.src] + e.lat_ns);
+  }
+  return v;
+}
+
+// begin, end and the point that ends the step, as the sweep finds them.
+void span_of(const graph::Graph& g, Timeline& out) {
+  int64_t begin = std::numeric_limits<int64_t>::max();
+  int64_t end = std::numeric_limits<int64_t>::min();
+  PointId last = 0;
+  const int64_t* t = out.t_ns.data();
+  for (PointId p : g.topo) {
+    if (!g.counts_for_span(graph::node_of(p))) continue;
+    if (!graph::is_end(p)) {
+      begin = std::min(begin, t[p]);
+    } else if (t[p] > end) {
+      end = t[p];
+      last = p;
+    }
+  }
+  if (g.num_points() == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
+  out.begin_ns = begin;
+  out.end_ns = end;
+  out.last_point = last;
+}
+
 }  // namespace
 
 void Replayer::run(const std::vector<int64_t>& dur_ns, Timeline& out) const {
@@ -175,6 +214,87 @@ CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const T
   std::reverse(cp.segments.begin(), cp.segments.end());
   cp.length_ns = tl.makespan_ns();
   return cp;
+}
+
+Rereplayer::Rereplayer(const graph::Graph& g) : g_(g), pos_(g.num_points()) {
+  for (uint32_t i = 0; i < g.topo.size(); ++i) pos_[g.topo[i]] = i;
+}
+
+void Rereplayer::update(const std::vector<int64_t>& old_dur, const std::vector<int64_t>& new_dur,
+                        Timeline& tl) const {
+  const graph::Graph& g = g_;
+  const size_t nodes = g.num_nodes();
+  // Per thread, reused: the points to evaluate (a min-heap on topological place), which are queued, and
+  // the points that moved with their old times.
+  thread_local std::vector<uint32_t> heap;  // topological places
+  thread_local std::vector<char> queued;
+  thread_local std::vector<std::pair<PointId, int64_t>> moved;
+  heap.clear();
+  moved.clear();
+  if (queued.size() < g.num_points()) queued.assign(g.num_points(), 0);
+  size_t changed = 0;
+  for (NodeId n = 0; n < nodes; ++n) {
+    if (old_dur[n] == new_dur[n]) continue;
+    ++changed;
+    heap.push_back(pos_[graph::end_point(n)]);
+    queued[graph::end_point(n)] = 1;
+  }
+  // Many changes reach most of the graph: one sweep is cheaper than the heap.
+  if (changed * 8 > nodes) {
+    for (uint32_t q : heap) queued[g.topo[q]] = 0;
+    Replayer(g).run(new_dur, tl);
+    return;
+  }
+  auto later = std::greater<uint32_t>();
+  std::make_heap(heap.begin(), heap.end(), later);
+  int64_t* t = tl.t_ns.data();
+  auto push = [&](PointId q) {
+    if (queued[q]) return;
+    queued[q] = 1;
+    heap.push_back(pos_[q]);
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const PointId p = g.topo[heap.back()];
+    heap.pop_back();
+    queued[p] = 0;
+    const int64_t v = point_time(g, t, p, graph::is_end(p) ? new_dur[graph::node_of(p)] : 0);
+    if (v == t[p]) continue;
+    moved.emplace_back(p, t[p]);
+    t[p] = v;
+    if (!graph::is_end(p)) push(p + 1);
+    for (uint32_t k = g.out_offsets[p]; k < g.out_offsets[p + 1]; ++k) push(g.edges[g.out_edges[k]].dst);
+  }
+  // The step's span from the moved points alone, unless a point that bounded it moved inward. Unmoved
+  // points keep their times: the old end point stays the first at the old end unless a moved point
+  // passes it (the new end is then a moved point's) or ties it earlier in topological order.
+  bool rescan = false;
+  bool last_moved = false;
+  int64_t best = std::numeric_limits<int64_t>::min();
+  PointId best_p = 0;
+  int64_t begin = tl.begin_ns;
+  for (const auto& [p, was] : moved) {
+    if (!g.counts_for_span(graph::node_of(p))) continue;
+    const int64_t now = t[p];
+    if (!graph::is_end(p)) {
+      if (now < begin) begin = now;
+      else if (was == tl.begin_ns) rescan = true;  // it may have been the only point at the begin
+      continue;
+    }
+    last_moved |= p == tl.last_point;
+    if (now > best || (now == best && pos_[p] < pos_[best_p])) best = now, best_p = p;
+  }
+  if (best > tl.end_ns) {
+    tl.end_ns = best;
+    tl.last_point = best_p;
+  } else if (last_moved) {
+    rescan = true;  // the end point moved inward: the new end may be any point's
+  } else if (best == tl.end_ns && pos_[best_p] < pos_[tl.last_point]) {
+    tl.last_point = best_p;
+  }
+  tl.begin_ns = begin;
+  if (rescan) span_of(g, tl);
 }
 
 }  // namespace emo::replay

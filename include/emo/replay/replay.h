@@ -69,4 +69,21 @@ class Replayer {
   const graph::Graph& g_;
 };
 
+// Replays again after some nodes' durations changed, from a replay of the same graph: only the points
+// whose time can move are evaluated, in topological order, following the out-edges of those that did
+// move. The result is run()'s, bit for bit (the same formula at every point, and the same first point
+// in topological order that ends the step). Worth it when a change stays local (a pack off the critical
+// path, whose delay a collective absorbs); update() falls back to a full sweep when many nodes change.
+class Rereplayer {
+ public:
+  explicit Rereplayer(const graph::Graph& g);  // each point's place in the topological order
+  // `tl` is the replay with `old_dur`; on return it is the replay with `new_dur` (one per node each).
+  // Not safe for two threads on the same `tl`; the Rereplayer itself is shared read-only.
+  void update(const std::vector<int64_t>& old_dur, const std::vector<int64_t>& new_dur, Timeline& tl) const;
+
+ private:
+  const graph::Graph& g_;
+  std::vector<uint32_t> pos_;  // point -> index in g.topo
+};
+
 }  // namespace emo::replay
