@@ -49,6 +49,38 @@ void BM_Slack(benchmark::State& state) {
 }
 BENCHMARK(BM_Slack)->Arg(8)->Arg(64)->Unit(benchmark::kMicrosecond);
 
+// A plan one kernel's duration away from the last one: a full sweep (range 1 = 0) against the
+// incremental replay from the last timeline (range 1 = 1). The kernel alternates between two durations,
+// so every iteration moves the same points.
+void BM_ReplayOneChange(benchmark::State& state) {
+  auto w = make_workload(static_cast<int>(state.range(0)));
+  const emo::graph::Graph& g = w.graph;
+  emo::graph::NodeId k = 0;
+  for (emo::graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.kind[n] == emo::graph::NodeKind::kKernel) k = n;  // the last kernel: a late change
+  }
+  std::vector<int64_t> a = g.dur_ns, b = g.dur_ns;
+  b[k] = b[k] * 2 + 1000;
+  emo::replay::Replayer full(g);
+  emo::replay::Rereplayer inc(g);
+  emo::replay::Timeline tl;
+  full.run(a, tl);
+  bool at_b = false;
+  for (auto _ : state) {
+    const std::vector<int64_t>& from = at_b ? b : a;
+    const std::vector<int64_t>& to = at_b ? a : b;
+    if (state.range(1) == 0) {
+      full.run(to, tl);
+    } else {
+      inc.update(from, to, tl);
+    }
+    at_b = !at_b;
+    benchmark::DoNotOptimize(tl.end_ns);
+  }
+  state.counters["nodes"] = static_cast<double>(g.num_nodes());
+}
+BENCHMARK(BM_ReplayOneChange)->Args({64, 0})->Args({64, 1})->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
