@@ -4,8 +4,11 @@ subcommand at P = 1 (no launcher) and P = 2, 4, ... under mpirun; wall time of t
 peak resident memory against the bytes of its shard of the rank files; the outputs of every P compared
 (timing fields aside: they must be the same).
 
-A job of N ranks mixes the families: N/2 ranks of train-dp, N/4 of train-pp and N/4 of train-tp, written by
-`emo synth` (--layers) and renumbered as one world, so that the shards hold files of every kind. Each
+A job of N ranks mixes the families (--families mix): N/2 ranks of train-dp, N/4 of train-pp and N/4 of
+train-tp, written by `emo synth` (--layers) and renumbered as one world (process groups renamed and moved
+with their ranks), so that the shards hold files of every kind. These are three jobs side by side (emo
+warns that the ranks form three groups with steps of different lengths): right for timing the reading,
+not for judging a policy. --families train-dp (or train-pp, train-tp) writes one job of N ranks. Each
 configuration runs --reps times; the median wall is shown.
 
 A model of the wall time is fitted to the measured points of each subcommand (least squares) and printed
@@ -36,10 +39,36 @@ def run(cmd, env=None):
     return time.perf_counter() - t0, p
 
 
-def write_job(emo, ranks, layers, out):
-    """N ranks: half train-dp, a quarter train-pp, a quarter train-tp, renumbered 0..N-1 of one world."""
+def renumber(t, prefix, base, world):
+    """One family's rank file made a part of a larger world: its rank moved by `base`, its process groups
+    renamed (`prefix` + name) and their ranks moved, on the file and on each collective kernel, so that no
+    two families' groups share a name (they would be matched as one collective)."""
+    info = t["distributedInfo"]
+    info["rank"] += base
+    info["world_size"] = world
+    for pg in info.get("pg_config", []):
+        pg["pg_name"] = prefix + pg["pg_name"]
+        pg["ranks"] = [r + base for r in pg["ranks"]]
+    for e in t["traceEvents"]:
+        args = e.get("args")
+        if not isinstance(args, dict) or "Process Group Name" not in args:
+            continue
+        args["Process Group Name"] = prefix + args["Process Group Name"]
+        if "Process Group Ranks" in args:
+            ranks = json.loads(args["Process Group Ranks"])
+            args["Process Group Ranks"] = "[" + ", ".join(str(r + base) for r in ranks) + "]"
+        if isinstance(args.get("Global rank start"), int):
+            args["Global rank start"] += base
+
+
+def write_job(emo, ranks, layers, out, families="mix"):
+    """N ranks of one family, or (mix) half train-dp, a quarter train-pp, a quarter train-tp: three jobs
+    renumbered 0..N-1 as one world (each family's process groups renamed and moved with its ranks)."""
     os.makedirs(out, exist_ok=True)
-    parts = [("train-dp", ranks // 2), ("train-pp", ranks // 4), ("train-tp", ranks - ranks // 2 - ranks // 4)]
+    if families == "mix":
+        parts = [("train-dp", ranks // 2), ("train-pp", ranks // 4), ("train-tp", ranks - ranks // 2 - ranks // 4)]
+    else:
+        parts = [(families, ranks)]
     rank = 0
     files = []
     for fam, n in parts:
@@ -48,12 +77,13 @@ def write_job(emo, ranks, layers, out):
         d = os.path.join(out, fam)
         subprocess.run([emo, "synth", fam, "--ranks", str(n), "--layers", str(layers), "-o", d],
                        check=True, stdout=subprocess.DEVNULL)
+        base = rank
         for f in sorted(os.listdir(d), key=lambda s: int(re.search(r"rank(\d+)", s).group(1))):
             path = os.path.join(d, f)
             with open(path) as fh:
                 t = json.load(fh)
-            t["distributedInfo"]["rank"] = rank
-            t["distributedInfo"]["world_size"] = ranks
+            if len(parts) > 1:
+                renumber(t, fam + ":", base, ranks)
             dst = os.path.join(out, f"rank{rank:05d}.json")
             with open(dst, "w") as fh:
                 json.dump(t, fh)
@@ -151,6 +181,9 @@ def main():
     ap.add_argument("--commands", default="analyze", help="analyze and/or optimize, comma-separated")
     ap.add_argument("--optimize-max-ranks", type=int, default=64, help="optimize only up to this many ranks")
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--families", default="mix",
+                    help="mix (three jobs: half train-dp, a quarter each train-pp and train-tp, renumbered as one "
+                         "world), or one family (train-dp, train-pp, train-tp) as one job")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", help="write the rows to FILE")
     ap.add_argument("--model-from", help="fit and print the model from the rows of an earlier --json FILE only")
@@ -175,7 +208,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="emo_mpi_scale_")
     try:
         for n in [int(x) for x in a.ranks.split(",")]:
-            files = write_job(a.emo, n, a.layers, os.path.join(tmp, f"job{n}"))
+            files = write_job(a.emo, n, a.layers, os.path.join(tmp, f"job{n}"), a.families)
             sizes = [os.path.getsize(f) for f in files]
             for cmd in a.commands.split(","):
                 if cmd == "optimize" and n > a.optimize_max_ranks:

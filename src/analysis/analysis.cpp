@@ -524,6 +524,20 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
                               t.device_name, first.path, first.device_name));
     break;
   }
+  const graph::BuildStats& bs = w.graph.stats;
+  if (bs.collectives_inconsistent > 0) {
+    out.push_back(fmt::format("{} collective(s) matched across ranks disagree, e.g. {}: the files may come from "
+                              "different jobs, or their process groups share names; the waits at those collectives "
+                              "are doubtful (collectives_inconsistent in import_stats of --json)",
+                              bs.collectives_inconsistent, bs.collectives_inconsistent_example));
+  }
+  if (bs.rank_groups > 1 &&
+      double(bs.rank_group_span_min_ns) < (1.0 - kRankGroupSpanDoubtPct / 100) * double(bs.rank_group_span_max_ns)) {
+    out.push_back(fmt::format("the ranks form {} groups that share no collective, with steps of different lengths "
+                              "({}): separate jobs (or collectives that were not matched); a GPU's slack against "
+                              "the longest group's step is not real: give each job's files on their own",
+                              bs.rank_groups, bs.rank_groups_example));
+  }
   const LostLaunches ll = lost_launches(w);
   if (ll.lost > 0 && ll.pct() >= kLostLaunchDoubtPct) {
     out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
@@ -669,6 +683,10 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"edges_dropped_inconsistent", bs.edges_dropped_inconsistent},
                        {"collectives_matched", bs.collectives_matched},
                        {"collective_kernels_unmatched", bs.collectives_unmatched},
+                       {"collectives_inconsistent", bs.collectives_inconsistent},
+                       {"collectives_inconsistent_example", bs.collectives_inconsistent_example},
+                       {"rank_groups", bs.rank_groups},
+                       {"rank_groups_example", bs.rank_groups_example},
                        {"cross_stream_edges_from_sync_events", bs.cross_stream_from_sync_events},
                        {"cross_stream_edges_from_runtime_pairs", bs.cross_stream_from_runtime_pairs},
                        {"cross_stream_edges_inferred", bs.cross_stream_inferred},

@@ -125,6 +125,7 @@ class Builder {
     mark_waiting_threads();
     if (options_.split_collectives) add_collectives();
     align_ranks_without_collectives();
+    if (options_.split_collectives) count_rank_groups();
     count_waiting_span();
     assign_latencies();
     EMO_RETURN_IF_ERROR(finish_csr_and_topo());
@@ -839,6 +840,7 @@ class Builder {
         g_.stats.collectives_unmatched += static_cast<int64_t>(m.size());
         continue;
       }
+      check_members_agree(std::get<0>(key), std::get<1>(key), std::get<2>(key), m);
       int64_t last_arrival = kMin, first_end = std::numeric_limits<int64_t>::max();
       for (NodeId n : m) {
         last_arrival = std::max(last_arrival, g_.meas_start_ns[n]);
@@ -856,6 +858,96 @@ class Builder {
         g_.dur_ns[n] = 0;  // the kernel's own time is all wait + transfer
       }
       ++g_.stats.collectives_matched;
+      for (NodeId n : m) unite(g_.rank[m[0]], g_.rank[n]);
+    }
+  }
+
+  uint32_t find(uint32_t r) {
+    while (joined_[r] != r) r = joined_[r] = joined_[joined_[r]];
+    return r;
+  }
+  void unite(uint32_t a, uint32_t b) {
+    if (joined_.empty()) {
+      joined_.resize(ranks_.size());
+      for (uint32_t r = 0; r < joined_.size(); ++r) joined_[r] = r;
+    }
+    a = find(a), b = find(b);
+    if (a != b) joined_[std::max(a, b)] = std::min(a, b);
+  }
+
+  // Ranks joined by matched collectives form one job; several groups that share none, with steps of
+  // different lengths, are separate jobs (or their collectives went unmatched): BuildStats::rank_groups.
+  void count_rank_groups() {
+    if (ranks_.size() < 2) return;
+    if (joined_.empty()) unite(0, 0);
+    constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> first(ranks_.size(), kUnset), last(ranks_.size(), std::numeric_limits<int64_t>::min());
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (!g_.counts_for_span(n)) continue;
+      const uint32_t root = find(g_.rank[n]);
+      first[root] = std::min(first[root], g_.meas_start_ns[n]);
+      last[root] = std::max(last[root], g_.meas_end_ns[n]);
+    }
+    std::map<uint32_t, std::vector<int>> members;  // by the group's first rank
+    for (uint32_t r = 0; r < ranks_.size(); ++r) members[find(r)].push_back(g_.rank_ids[r]);
+    g_.stats.rank_groups = static_cast<int64_t>(members.size());
+    if (members.size() < 2) return;
+    std::string text;
+    int shown = 0;
+    for (auto& [root, ids] : members) {
+      if (first[root] == kUnset) continue;
+      const int64_t span = last[root] - first[root];
+      g_.stats.rank_group_span_min_ns = shown == 0 ? span : std::min(g_.stats.rank_group_span_min_ns, span);
+      g_.stats.rank_group_span_max_ns = std::max(g_.stats.rank_group_span_max_ns, span);
+      if (shown++ < 4) {
+        std::sort(ids.begin(), ids.end());
+        text += fmt::format("{}{} {}{}: {:.3f} ms", text.empty() ? "" : "; ", ids.size() == 1 ? "rank" : "ranks",
+                            ids.front(), ids.size() == 1 ? "" : fmt::format("..{} ({})", ids.back(), ids.size()),
+                            double(span) * 1e-6);
+      }
+    }
+    if (shown > 4) text += fmt::format("; {} more", shown - 4);
+    g_.stats.rank_groups_example = text;
+  }
+
+  // The kernels matched as one collective must be one: no more ranks than the group size they declare,
+  // one kind of collective (a send matches a recv). Kernels of ranks from different jobs, or of process
+  // groups named alike, fail this (BuildStats::collectives_inconsistent).
+  void check_members_agree(const std::string& pg, const std::string& coll, int64_t k, const std::vector<NodeId>& m) {
+    auto kind_of = [&](NodeId n) {
+      const RankTrace& t = ranks_[g_.rank[n]];
+      std::string_view c = t.strings.view(t.collectives[t.events[g_.event[n]].collective].collective);
+      return c == "send" || c == "recv" ? std::string_view("send/recv") : c;
+    };
+    int32_t declared = -1;
+    std::string_view kind;
+    NodeId kind_node = kNoId, other_kind = kNoId;
+    for (NodeId n : m) {
+      const RankTrace& t = ranks_[g_.rank[n]];
+      const int32_t size = t.collectives[t.events[g_.event[n]].collective].group_size;
+      if (size > 0) declared = declared < 0 ? size : std::min(declared, size);
+      const std::string_view c = kind_of(n);
+      if (c.empty()) continue;
+      if (kind.empty()) {
+        kind = c;
+        kind_node = n;
+      } else if (c != kind && other_kind == kNoId) {
+        other_kind = n;
+      }
+    }
+    const bool too_many = declared > 0 && static_cast<int64_t>(m.size()) > declared;
+    if (!too_many && other_kind == kNoId) return;
+    ++g_.stats.collectives_inconsistent;
+    if (!g_.stats.collectives_inconsistent_example.empty()) return;
+    std::string which = coll == "#seq" ? fmt::format("process group '{}' seq {}", pg, k)
+                                       : fmt::format("process group '{}' {} #{}", pg, coll, k);
+    if (too_many) {
+      g_.stats.collectives_inconsistent_example =
+          fmt::format("{}: kernels of {} ranks, group size {}", which, m.size(), declared);
+    } else {
+      g_.stats.collectives_inconsistent_example = fmt::format("{}: {} on rank {}, {} on rank {}", which, kind,
+                                                              g_.rank_ids[g_.rank[kind_node]], kind_of(other_kind),
+                                                              g_.rank_ids[g_.rank[other_kind]]);
     }
   }
 
@@ -1017,6 +1109,7 @@ class Builder {
   std::vector<std::vector<StrId>> name_map_;
   std::unordered_map<uint64_t, uint32_t> lane_map_;
   std::set<uint32_t> aligned_;
+  std::vector<uint32_t> joined_;  // union-find of ranks over matched collectives (empty: none)
   int64_t improper_nesting_ = 0;
   std::vector<CpuLaneNodes> cpu_lanes_;
   std::vector<OuterWait> outer_waits_;

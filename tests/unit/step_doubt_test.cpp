@@ -2,6 +2,7 @@
 // emo doubts a step"): missing ranks, files of no one run, launches without GPU activity, a replay
 // away from the trace, a trace recorded on another GPU than --device. Each is said, and a step
 // without them says nothing. Times in µs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -79,6 +80,69 @@ TEST(StepDoubt, AReplayFarFromTheTraceIsSaid) {
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].rfind("the replay of the step takes +90.9 % the time the trace measured (more than 5 % off)", 0), 0u)
       << w[0];
+}
+
+// A rank with one NCCL kernel of process group `pg`, seq 1, of `group` ranks, running [ts, ts + dur],
+// then a kernel that ends its step at `end`.
+std::string with_collective(int rank, int world, const std::string& pg, const std::string& coll, int group, double ts,
+                            double dur, double end) {
+  const std::string args = fmt::format(R"("Collective name":"{}","Process Group Name":"{}","Seq":1,"Group size":{})",
+                                       coll, pg, group);
+  return TraceJson(rank, world)
+      .launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 7, 0, ts, dur, 1, 1,
+              args)
+      .launch("gemm", 7, 1, ts + dur, end - ts - dur, 2)
+      .str();
+}
+
+TEST(StepDoubt, CollectivesWhoseMatchedKernelsDisagreeAreSaid) {
+  // One job: two ranks of one allreduce of two, then two of the same group of two: no doubt.
+  EXPECT_TRUE(warnings_of({with_collective(0, 2, "0", "allreduce", 2, 10, 50, 200),
+                           with_collective(1, 2, "0", "allreduce", 2, 20, 40, 200)})
+                  .empty());
+  // Two jobs' files renumbered into one world, each with its process group "0" of two ranks: four
+  // kernels matched as one collective of a group of two.
+  std::vector<std::string> four;
+  for (int r = 0; r < 4; ++r) four.push_back(with_collective(r, 4, "0", "allreduce", 2, 10, 50, 200));
+  auto w = warnings_of(four);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("1 collective(s) matched across ranks disagree, e.g. process group '0' seq 1: kernels of 4 "
+                       "ranks, group size 2: the files may come from different jobs",
+                       0),
+            0u)
+      << w[0];
+  // An allreduce matched with a broadcast.
+  w = warnings_of({with_collective(0, 2, "0", "allreduce", 2, 10, 50, 200),
+                   with_collective(1, 2, "0", "broadcast", 2, 20, 40, 200)});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("process group '0' seq 1: allreduce on rank 0, broadcast on rank 1"), std::string::npos) << w[0];
+  // A send matches its recv.
+  EXPECT_TRUE(warnings_of({with_collective(0, 2, "p2p", "send", 2, 10, 50, 200),
+                           with_collective(1, 2, "p2p", "recv", 2, 20, 40, 200)})
+                  .empty());
+}
+
+TEST(StepDoubt, GroupsOfRanksThatShareNoCollectiveWithStepsOfDifferentLengthsAreSaid) {
+  // Ranks 0-1 and 2-3 are two jobs (process groups "a" and "b"): steps of 200 and 1000 µs.
+  std::vector<std::string> jobs = {with_collective(0, 4, "a", "allreduce", 2, 10, 50, 200),
+                                   with_collective(1, 4, "a", "allreduce", 2, 20, 40, 200),
+                                   with_collective(2, 4, "b", "allreduce", 2, 10, 50, 1000),
+                                   with_collective(3, 4, "b", "allreduce", 2, 20, 40, 1000)};
+  auto w = warnings_of(jobs);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("the ranks form 2 groups that share no collective, with steps of different lengths (ranks 0..1 "
+                       "(2): 0.200 ms; ranks 2..3 (2): 1.000 ms)",
+                       0),
+            0u)
+      << w[0];
+  // The same two jobs with steps within 5 % of each other: the longest step stands for both.
+  jobs[2] = with_collective(2, 4, "b", "allreduce", 2, 10, 50, 205);
+  jobs[3] = with_collective(3, 4, "b", "allreduce", 2, 20, 40, 205);
+  EXPECT_TRUE(warnings_of(jobs).empty());
+  // Their graph counts the groups.
+  const analysis::Workload both = test::workload_of(jobs);
+  EXPECT_EQ(both.graph.stats.rank_groups, 2);
+  EXPECT_EQ(both.graph.stats.collectives_matched, 2);
 }
 
 TEST(StepDoubt, ATraceOfAnotherGpuThanTheDeviceIsSaid) {

@@ -90,6 +90,8 @@ inline constexpr double kReplayDoubtPct = 5.0;
 inline constexpr double kLostLaunchDoubtPct = 1.0;
 // ... and rank files whose captures start further apart than this (seconds).
 inline constexpr double kCaptureGapDoubtS = 600.0;
+// Groups of ranks that share no collective (separate jobs) whose steps differ by more than this.
+inline constexpr double kRankGroupSpanDoubtPct = 5.0;
 
 // Launch calls of the step (kernels and copies; memsets left out, CUPTI often records none) and those
 // whose GPU op is not in the trace: the profiler lost it, it ran past the recording, or the event was
@@ -103,8 +105,9 @@ LostLaunches lost_launches(const Workload& w);
 
 // import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
 // ranks whose steps are different ProfilerSteps or were captured far apart (kCaptureGapDoubtS), ranks
-// recorded on different GPUs, launch calls whose GPU op is not in the trace
-// (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).
+// recorded on different GPUs, collectives whose matched kernels disagree (BuildStats::
+// collectives_inconsistent), groups of ranks that share no collective with steps of different lengths
+// (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
 
 // A trace recorded on another GPU model than `profile_name` ("h100", from --device): its model

@@ -91,6 +91,16 @@ struct BuildStats {
   int64_t edges_dropped_inconsistent = 0;  // dependency contradicted by the trace's own times
   int64_t collectives_matched = 0;
   int64_t collectives_unmatched = 0;
+  // Collectives whose matched kernels disagree (more ranks than their group size, or a different kind
+  // of collective): files of different jobs, or process groups named alike. One example.
+  int64_t collectives_inconsistent = 0;
+  std::string collectives_inconsistent_example;
+  // Groups of ranks joined by matched collectives (0: not counted, one rank or collectives not split);
+  // with more than one, the shortest and longest group's measured span, and the groups (up to four).
+  int64_t rank_groups = 0;
+  int64_t rank_group_span_min_ns = 0;
+  int64_t rank_group_span_max_ns = 0;
+  std::string rank_groups_example;
   int64_t cross_stream_from_sync_events = 0;
   int64_t cross_stream_from_runtime_pairs = 0;
   int64_t cross_stream_inferred = 0;  // waits whose event record was missing from the trace
