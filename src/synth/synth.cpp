@@ -12,6 +12,8 @@
 #include <memory>
 #include <system_error>
 
+#include <sys/resource.h>
+
 #include "kineto_writer.h"
 #include "simulator.h"
 #include "workloads.h"
@@ -19,7 +21,7 @@
 namespace emo::synth {
 namespace {
 
-constexpr int kMaxRanks = 512;  // one open file per rank while writing
+constexpr int kMaxRanks = 4096;  // one open file per rank while writing (raise_open_file_limit)
 constexpr int kMaxLayers = 10'000'000;
 constexpr int kMaxSteps = 100'000;
 constexpr int kMaxDecodeTokens = 100'000;
@@ -93,6 +95,23 @@ int64_t dry_count(const Options& o) {
   for (auto& s : sinks) ptrs.push_back(&s);
   std::vector<int64_t> counts = simulate(small, ptrs);
   return *std::min_element(counts.begin(), counts.end());
+}
+
+// Every rank's file stays open while the ranks are simulated in lockstep: the soft limit on open files
+// is raised towards the hard one when it is too low for that (1,024 is a common soft limit).
+Status raise_open_file_limit(int ranks, const std::string& dir) {
+  constexpr rlim_t kSpare = 64;  // the process's own files, the standard streams
+  const rlim_t need = static_cast<rlim_t>(ranks) + kSpare;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need) return {};
+  const rlim_t hard = lim.rlim_max;
+  if (hard == RLIM_INFINITY || hard >= need) {
+    lim.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &lim) == 0) return {};
+  }
+  return make_error(dir, fmt::format("--ranks {} writes {} files at once, but this process may open only {} (ulimit -n)",
+                                     ranks, ranks, static_cast<unsigned long long>(lim.rlim_cur)),
+                    "raise the limit (ulimit -n), or write fewer ranks per run");
 }
 
 }  // namespace
@@ -220,6 +239,7 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
                                        o.ranks),
                       "remove them, or give -o another folder");
   }
+  EMO_RETURN_IF_ERROR(raise_open_file_limit(o.ranks, dir));
   const Options sized = resolve(o);
   std::vector<std::unique_ptr<AtomicFile>> out;
   std::vector<detail::TraceSink> sinks;
@@ -230,7 +250,7 @@ Status write_traces(const Options& o, const std::string& dir, std::vector<FileIn
     out.push_back(std::make_unique<AtomicFile>());
     EMO_RETURN_IF_ERROR(out.back()->open(paths.back()));
     // Chunk size shrinks with many ranks so the buffers stay under ~256 MiB together.
-    size_t chunk = std::clamp<size_t>((size_t{256} << 20) / static_cast<size_t>(o.ranks), size_t{256} << 10,
+    size_t chunk = std::clamp<size_t>((size_t{256} << 20) / static_cast<size_t>(o.ranks), size_t{64} << 10,
                                       size_t{4} << 20);
     sinks.push_back(detail::TraceSink::to_file(out.back().get(), chunk));
   }

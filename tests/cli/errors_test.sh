@@ -490,6 +490,12 @@ expect 1 "synth over a larger run" -- "$emo" synth train-dp --ranks 2 --layers 2
 says "synth over a larger run" "^error: $tmp/tdp4: holds train-dp_rank2.json and 1 more of an earlier run"
 [ -e "$tmp/tdp4/train-dp_rank3.json" ] || { echo "FAIL: synth removed an earlier file"; fails=$((fails + 1)); }
 expect 0 "synth over a run of as many ranks" -- "$emo" synth train-dp --ranks 4 --layers 2 --steps 2 -o "$tmp/tdp4"
+# synth keeps every rank's file open: a soft limit below that is raised, a hard one is said.
+expect 0 "synth past the soft open-file limit" -- bash -c 'ulimit -Sn 64 && "$0" synth train-dp --ranks 100 --layers 1 --steps 1 -o "$1"' "$emo" "$tmp/s100"
+[ "$(ls "$tmp/s100" | wc -l)" -eq 100 ] || { echo "FAIL: synth past the soft limit wrote $(ls "$tmp/s100" | wc -l) files"; fails=$((fails + 1)); }
+expect 1 "synth past the hard open-file limit" -- bash -c 'ulimit -Sn 40 && ulimit -Hn 64 && "$0" synth train-dp --ranks 100 --layers 1 --steps 1 -o "$1"' "$emo" "$tmp/s100h"
+says "synth past the hard open-file limit" "--ranks 100 writes 100 files at once, but this process may open only 40 (ulimit -n)"
+[ -n "$(ls "$tmp/s100h" 2>/dev/null)" ] && { echo "FAIL: synth past the hard limit left files"; fails=$((fails + 1)); }
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
