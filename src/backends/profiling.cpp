@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "emo/base/file_util.h"
@@ -20,11 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The plan's runs on the emulated GPU, one per plan clock.
-Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(const Target& on,
-                                                                            const analysis::Workload& w,
-                                                                            const pack::Packing& packing,
-                                                                            const std::vector<int>& clocks) {
+// The plan's runs on the emulated GPU, one per plan clock, each handed to `consume(i, clock, run)` on
+// the thread that ran it as soon as it ends, so that the runs' trace texts need not all be held at once
+// (each is a whole traced step of every rank). consume returns an error to stop.
+using ConsumeRun = std::function<Status(size_t, int, emulator::RunResult&)>;
+Status emulated_plan_runs(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
+                          const std::vector<int>& clocks, const ConsumeRun& consume) {
   auto gpu_or = on.emulated_gpu("profiling runs need a device that can run the workload",
                                 "use emulated:NAME here; on hardware, record the step at each plan clock "
                                 "(docs/profiling.md) and pass the folder with --profiled");
@@ -46,21 +49,19 @@ Result<std::vector<std::pair<int, emulator::RunResult>>> emulated_plan_runs(cons
                     emulator::kMaxRunNodeSteps, packing.plan_steps, double(packing.plan_window_ns) / 1e9,
                     double(pack::kMinProfileWindowNs) / 1e9));
   }
-  // The runs are independent (each has its own seed): one per thread.
-  std::vector<std::optional<Result<emulator::RunResult>>> runs(clocks.size());
+  // The runs are independent (each has its own seed): one per thread. The first error in clock order
+  // is the one said.
+  std::vector<Status> status(clocks.size());
   parallel_for(clocks.size(), [&](size_t i) {
     emulator::RunOptions o;
     o.steps = packing.plan_steps;
     o.trace_steps = 1;
     o.seed = uint64_t(clocks[i]) * 7919u + 1;
-    runs[i] = gpu.run(w.ranks, emulator::ClockSchedule::locked(clocks[i]), o);
+    auto run = gpu.run(w.ranks, emulator::ClockSchedule::locked(clocks[i]), o);
+    status[i] = run ? consume(i, clocks[i], *run) : Status(run.error());
   });
-  std::vector<std::pair<int, emulator::RunResult>> out;
-  for (size_t i = 0; i < clocks.size(); ++i) {
-    if (!*runs[i]) return runs[i]->error();
-    out.emplace_back(clocks[i], std::move(**runs[i]));
-  }
-  return out;
+  for (Status& st : status) EMO_RETURN_IF_ERROR(std::move(st));
+  return {};
 }
 
 
@@ -77,33 +78,22 @@ int clock_of_dir_name(const std::string& name) {
 
 Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
                                                     const pack::Packing& packing, const std::vector<int>& clocks) {
-  auto runs = emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks);
-  if (!runs) return runs.error();
-  // Parse every (clock, rank) trace, in parallel; each text is freed once parsed.
-  std::vector<std::pair<size_t, size_t>> items;
-  for (size_t c = 0; c < runs->size(); ++c) {
-    for (size_t r = 0; r < (*runs)[c].second.ranks.size(); ++r) items.emplace_back(c, r);
-  }
-  std::vector<std::optional<Result<trace::RankTrace>>> parsed(items.size());
-  parallel_for(items.size(), [&](size_t i) {
-    auto& [clock, run] = (*runs)[items[i].first];
-    auto& rr = run.ranks[items[i].second];
-    parsed[i] = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
-    std::string().swap(rr.trace_json);
-  });
-  std::vector<pack::ProfiledRun> out;
-  size_t i = 0;
-  for (auto& [clock, run] : *runs) {
-    pack::ProfiledRun pr;
+  const std::vector<int>& plan = clocks.empty() ? packing.plan_clocks_mhz : clocks;
+  // Each run's rank traces parsed on its thread as it ends, each text freed once parsed.
+  std::vector<pack::ProfiledRun> out(plan.size());
+  const ConsumeRun parse = [&](size_t i, int clock, emulator::RunResult& run) -> Status {
+    pack::ProfiledRun& pr = out[i];
     pr.clock_mhz = clock;
     for (auto& rr : run.ranks) {
-      auto& t = *parsed[i++];
+      auto t = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
+      std::string().swap(rr.trace_json);
       if (!t) return t.error();
       pr.traces.push_back(std::move(*t));
       pr.energy.push_back(std::move(rr.energy));
     }
-    out.push_back(std::move(pr));
-  }
+    return {};
+  };
+  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, parse));
   return out;
 }
 
@@ -190,17 +180,20 @@ Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir,
 
 Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
                           const std::string& dir, const std::vector<int>& clocks) {
-  auto runs = emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks);
-  if (!runs) return runs.error();
   AtomicDir out;
   EMO_RETURN_IF_ERROR(out.open(dir, "profiling folder"));
-  for (const auto& [clock, run] : *runs) {
+  std::mutex writing;
+  const ConsumeRun write = [&](size_t, int clock, emulator::RunResult& run) -> Status {
+    std::lock_guard<std::mutex> lock(writing);
     for (size_t r = 0; r < run.ranks.size(); ++r) {
       const std::string stem = fmt::format("{}mhz/rank{}", clock, w.graph.rank_id(graph::RankIndex(uint32_t(r))));
       EMO_RETURN_IF_ERROR(out.write(stem + ".json", run.ranks[r].trace_json));
+      std::string().swap(run.ranks[r].trace_json);
       EMO_RETURN_IF_ERROR(out.write(stem + ".energy.csv", emulator::energy_log_csv(run.ranks[r], on.spec_text())));
     }
-  }
+    return {};
+  };
+  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks, write));
   return out.commit();
 }
 

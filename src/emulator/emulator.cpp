@@ -172,6 +172,11 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   RunResult out;
   out.ranks.resize(n_ranks);
   std::vector<std::vector<detail::OpSpan>> ops(n_ranks);
+  {  // every step runs every op once: reserved whole, not grown by doubling (a run is many steps)
+    std::vector<size_t> per_rank(n_ranks, 0);
+    for (uint32_t i = 0; i < n_ops; ++i) ++per_rank[gops[i].rank];
+    for (size_t r = 0; r < n_ranks; ++r) ops[r].reserve(per_rank[r] * size_t(std::max(0, options.steps)));
+  }
   std::vector<detail::TracedStep> traced;
   int64_t step_start = 0;
   std::vector<int> last_clock(n_ranks, initial);
@@ -249,7 +254,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   for (size_t r = 0; r < n_ranks; ++r) {
     RankRun& rr = out.ranks[r];
     rr.rank = ranks[r].rank >= 0 ? ranks[r].rank : int(r);
-    detail::EnergyIntegral integral = detail::integrate_energy(memo, ops[r], lines[r].t, lines[r].f, run_end);
+    detail::EnergyIntegral integral = detail::integrate_energy(memo, std::move(ops[r]), lines[r].t, lines[r].f, run_end);
     rr.energy_j = integral.total_j;
     rr.gpu_busy_ns = integral.busy_ns;
     for (size_t i = 0; i + 1 < step_bounds.size(); ++i)

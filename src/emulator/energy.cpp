@@ -57,6 +57,8 @@ EnergyIntegral integrate_energy(const TruthMemo& truths, std::vector<OpSpan> ops
   int64_t now = 0;
   double e = 0;
   int64_t busy_since = -1;
+  out.t.reserve(ev.size() + 1);
+  out.e_j.reserve(ev.size() + 1);
   out.t.push_back(0);
   out.e_j.push_back(0);
   for (const Ev& x : ev) {
