@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,21 @@
 namespace emo::optimize::detail {
 
 // Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
+// A plan's replay kept for the next one (predict_prepared): its durations and timeline.
+struct ReplayState {
+  std::vector<int64_t> dur;      // the durations replayed
+  std::vector<int64_t> scratch;  // the next plan's durations, being filled
+  replay::Timeline tl;
+  bool valid = false;  // tl is the replay of dur
+};
+// The last replays of one problem's plans, one per thread that is not replaying now: a replay takes one
+// (or starts from nothing), replays its plan from there and gives it back. Threads come and go
+// (parallel_for), so the states outlive them.
+struct ReplayCache {
+  std::mutex m;
+  std::vector<std::unique_ptr<ReplayState>> idle;
+};
+
 struct Prepared {
   std::vector<std::vector<uint32_t>> op_pack, op_sig, op_pos;  // per GPU op: pack, signature, position in its atom
   std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
@@ -42,9 +58,10 @@ struct Prepared {
   std::vector<double> op_ratio;   // [(sig_row[sig] + pos) · clocks.size() + clock index]
   std::vector<std::pair<double, double>> cost;  // [pack · clocks.size() + clock index]: busy s, energy J
 
-  // The incremental replay of this problem's graph; each thread replays a plan from its own last one
-  // (predict_prepared), keyed by `id` so that another Prepared never reuses it.
+  // The incremental replay of this problem's graph: each plan is replayed from a recent one of this
+  // Prepared (predict_prepared, `replays`), only where it moves; the same timelines bit for bit.
   std::shared_ptr<const replay::Rereplayer> rereplay;
+  std::shared_ptr<ReplayCache> replays;
   uint64_t id = 0;
 
   int index_of(int mhz) const {

@@ -219,6 +219,7 @@ Prepared prepare(const Problem& pr, bool tables) {
   Prepared x;
   x.id = next_id++;
   x.rereplay = std::make_shared<const replay::Rereplayer>(pr.workload->graph);
+  x.replays = std::make_shared<ReplayCache>();
   map_ops(*pr.packing, x);
   x.clocks = candidate_clocks(pr);
   x.held.assign(pr.packing->packs.size(), 0);
@@ -285,37 +286,42 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out, std::vector<int64_t>* dur_out) {
   const graph::Graph& g = pr.workload->graph;
-  // Buffers reused by the replays of one thread (a replay of a big step would otherwise map and fault in
-  // megabytes each time).
-  thread_local std::vector<int64_t> dur;
   for (size_t k = 0; k < clocks.size() && k < x.held.size(); ++k) {
     if (x.held[k]) clocks[k] = pr.default_clock_mhz;
   }
+  // A recent replay of this problem (its buffers too: a replay of a big step would otherwise map and
+  // fault in megabytes each time), replayed forward to this plan only where it moves.
+  std::unique_ptr<ReplayState> st;
+  if (x.replays) {
+    std::lock_guard<std::mutex> lock(x.replays->m);
+    if (!x.replays->idle.empty()) {
+      st = std::move(x.replays->idle.back());
+      x.replays->idle.pop_back();
+    }
+  }
+  if (!st) st = std::make_unique<ReplayState>();
+  std::vector<int64_t>& dur = st->scratch;
   dur.assign(g.dur_ns.begin(), g.dur_ns.end());
   scale_durations(pr, x, clocks, dur);
-  // This thread's last replay of this problem: the plan replayed from it, only where it moves.
-  struct Last {
-    uint64_t id = 0;
-    std::vector<int64_t> dur;
-    replay::Timeline tl;
-  };
-  thread_local Last last;
-  if (x.rereplay && last.id == x.id) {
-    x.rereplay->update(last.dur, dur, last.tl);
-    last.dur.swap(dur);
+  if (x.rereplay && st->valid) {
+    x.rereplay->update(st->dur, dur, st->tl);
   } else {
-    replay::Replayer(g).run(dur, last.tl);
-    last.dur.swap(dur);
-    last.id = x.rereplay ? x.id : 0;
+    replay::Replayer(g).run(dur, st->tl);
+    st->valid = x.rereplay != nullptr;
   }
-  const replay::Timeline& tl = last.tl;
-  if (dur_out) *dur_out = last.dur;
+  st->dur.swap(dur);
+  const replay::Timeline& tl = st->tl;
+  if (dur_out) *dur_out = st->dur;
   Plan plan;
   plan.name = std::move(name);
   plan.time_ns = tl.makespan_ns();
   plan.energy_j = plan_energy(pr, x, clocks, tl, plan.time_ns);
   plan.pack_clock_mhz = std::move(clocks);
   if (tl_out) *tl_out = tl;
+  if (x.replays) {
+    std::lock_guard<std::mutex> lock(x.replays->m);
+    x.replays->idle.push_back(std::move(st));
+  }
   return plan;
 }
 
