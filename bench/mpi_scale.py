@@ -11,12 +11,13 @@ warns that the ranks form three groups with steps of different lengths): right f
 not for judging a policy. --families train-dp (or train-pp, train-tp) writes one job of N ranks. Each
 configuration runs --reps times; the median wall is shown.
 
-A model of the wall time is fitted to the measured points of each subcommand (least squares) and printed
-beside them, with its error on each point, then used for larger P:
-    wall = start(P) + a * (MB of the largest shard) + b * ranks        (a, b >= 0)
+A model of the wall time is fitted to the measured points of each subcommand (least squares on relative
+errors) and printed beside them, with its error on each point, then used for larger P:
+    wall = start(P) + a * (MB of the largest shard) + b * ranks + c * (ranks / 1000)^2    (a, b, c >= 0)
 where start(P) is mpirun's start-up (measured: `mpirun -np P true`; 0 at P = 1), a the read time per MB
-of a shard (the shards are read at once) and b what process 0 does per rank once the shards are in (the
-assembly, the graph, the replay and, for optimize, the later stages). The prediction for larger P
+of a shard (the shards are read at once), b what process 0 does per rank once the shards are in (the
+assembly, the graph, the replay) and c what grows faster (optimize: its search replays every rank for
+each of a number of plans that grows with the packs). The prediction for larger P
 assumes shards of equal bytes and a core per process. --model-from FILE refits a saved run.
 
 usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze]
@@ -116,40 +117,56 @@ def shard_bounds(sizes, procs):
     return bounds
 
 
-def solve3(m, v):
-    """Gaussian elimination for a 3x3 system; None when singular."""
+def solve(m, v):
+    """Gaussian elimination for a small square system; None when singular."""
+    n = len(v)
     a = [row[:] + [y] for row, y in zip(m, v)]
-    for i in range(3):
-        piv = max(range(i, 3), key=lambda r: abs(a[r][i]))
+    for i in range(n):
+        piv = max(range(i, n), key=lambda r: abs(a[r][i]))
         if abs(a[piv][i]) < 1e-12:
             return None
         a[i], a[piv] = a[piv], a[i]
-        for r in range(3):
+        for r in range(n):
             if r != i:
                 f = a[r][i] / a[i][i]
                 a[r] = [x - f * y for x, y in zip(a[r], a[i])]
-    return [a[i][3] / a[i][i] for i in range(3)]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+# The model's terms: the read of the largest shard (MB, every process at once), then what process 0
+# does per rank once the shards are in (assembly, graph, replay), and per rank squared (optimize: each
+# of the search's replays covers every rank, and the number of replays grows with the packs).
+TERMS = [("ms per MB of the largest shard", lambda r: r["largest_shard_mb"]),
+         ("ms per rank", lambda r: float(r["ranks"])),
+         ("ms per 1,000 ranks squared", lambda r: (r["ranks"] / 1000.0) ** 2)]
 
 
 def fit(pts, starts):
-    """Least squares for wall - start(P) = a * shard_mb + b * ranks (both at least 0: a negative one is
-    dropped and the other refitted)."""
+    """Least squares for wall - start(P) = sum of coefficient x term, every coefficient at least 0: the
+    best fit over the subsets of terms whose unconstrained solution is nonnegative. Relative errors are
+    minimised (each point weighted by 1 / wall), so the small runs count as much as the large ones."""
     ys = [r["wall_s"] - starts.get(r["procs"], 0.0) for r in pts]
-    x1 = [r["largest_shard_mb"] for r in pts]
-    x2 = [float(r["ranks"]) for r in pts]
-    s11, s22, s12 = sum(x * x for x in x1), sum(x * x for x in x2), sum(x * y for x, y in zip(x1, x2))
-    t1, t2 = sum(x * y for x, y in zip(x1, ys)), sum(x * y for x, y in zip(x2, ys))
-    det = s11 * s22 - s12 * s12
-    if abs(det) > 1e-12:
-        a = (t1 * s22 - t2 * s12) / det
-        b = (s11 * t2 - s12 * t1) / det
-        if a >= 0 and b >= 0:
-            return a, b
-    one_a = t1 / s11 if s11 else 0.0
-    one_b = t2 / s22 if s22 else 0.0
-    err_a = sum((y - one_a * x) ** 2 for x, y in zip(x1, ys))
-    err_b = sum((y - one_b * x) ** 2 for x, y in zip(x2, ys))
-    return (max(one_a, 0.0), 0.0) if err_a <= err_b else (0.0, max(one_b, 0.0))
+    ws = [1.0 / max(r["wall_s"], 1e-6) for r in pts]
+    best, best_err = [0.0] * len(TERMS), float("inf")
+    for mask in range(1, 1 << len(TERMS)):
+        idx = [i for i in range(len(TERMS)) if mask >> i & 1]
+        cols = [[TERMS[i][1](r) for r in pts] for i in idx]
+        m = [[sum(w * w * x * y for w, x, y in zip(ws, ci, cj)) for cj in cols] for ci in cols]
+        v = [sum(w * w * x * y for w, x, y in zip(ws, ci, ys)) for ci in cols]
+        c = solve(m, v)
+        if c is None or any(x < 0 for x in c):
+            continue
+        coef = [0.0] * len(TERMS)
+        for i, x in zip(idx, c):
+            coef[i] = x
+        err = sum((w * (y - sum(k * t[1](r) for k, t in zip(coef, TERMS)))) ** 2 for w, y, r in zip(ws, ys, pts))
+        if err < best_err:
+            best, best_err = coef, err
+    return best
+
+
+def model_wall(coef, starts, row):
+    return starts.get(row["procs"], 0.0) + sum(k * t[1](row) for k, t in zip(coef, TERMS))
 
 
 def report_model(rows, starts):
@@ -157,18 +174,20 @@ def report_model(rows, starts):
         pts = [r for r in rows if r["command"] == cmd]
         if len(pts) < 3:
             continue
-        ca, cb = fit(pts, starts)
-        print(f"model for {cmd}: wall = start(P) + {ca * 1e3:.2f} ms per MB of the largest shard + {cb * 1e3:.2f} ms "
-              f"per rank   (start(P): " + ", ".join(f"P={p} {t:.2f} s" for p, t in sorted(starts.items())) + ")")
+        coef = fit(pts, starts)
+        print(f"model for {cmd}: wall = start(P) + " +
+              " + ".join(f"{k * 1e3:.3g} {t[0]}" for k, t in zip(coef, TERMS) if k > 0) +
+              "   (start(P): " + ", ".join(f"P={p} {t:.2f} s" for p, t in sorted(starts.items())) + ")")
         for r in pts:
-            mod = starts.get(r["procs"], 0.0) + ca * r["largest_shard_mb"] + cb * r["ranks"]
+            mod = model_wall(coef, starts, r)
             r["model_s"] = mod
             print(f"  {r['ranks']:5d} ranks P={r['procs']}: measured {r['wall_s']:6.2f} s, model {mod:6.2f} s "
                   f"({100 * (mod - r['wall_s']) / r['wall_s']:+.0f} %)")
         n = max(r["ranks"] for r in pts)
         total = max(r["files_mb"] for r in pts if r["ranks"] == n)
-        last = starts[max(starts)] if starts else 0.0
-        preds = [f"P={p} {last + ca * total / p + cb * n:.1f} s" for p in (4, 16, 64, 256) if p <= n]
+        last = max(starts) if starts else 1
+        preds = [f"P={p} {model_wall(coef, {p: starts.get(last, 0.0)}, {'procs': p, 'ranks': n, 'largest_shard_mb': total / p}):.1f} s"
+                 for p in (4, 16, 64, 256) if p <= n]
         print(f"  {n} ranks, shards of equal bytes, a core per process: " + ", ".join(preds))
 
 
