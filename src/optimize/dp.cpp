@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "emo/base/parallel.h"
 #include "emo/optimize/optimize.h"
@@ -316,34 +317,52 @@ class BudgetSearch {
     return lo;
   }
 
-  // Two passes over the GPUs, each GPU's share tried at several multiples with the others fixed.
+  // Two passes over the GPUs, each GPU's share tried at several multiples with the others fixed. Past
+  // OptimizeOptions::shares_per_gpu_max GPUs, the GPUs of one replica set (the same ops on each stream:
+  // data-parallel ranks) share one share, searched together: each pass replays a plan per set and
+  // multiple, not per GPU, so the search stops growing as GPUs × the replay of every GPU.
   void search_shares(double lo) {
-    std::vector<double> share(c_.gpu_packs.size(), lo);
+    std::vector<std::vector<size_t>> groups;
+    const auto& sets = c_.pr.packing->replica_set;
+    if (c_.gpu_packs.size() > c_.opt.shares_per_gpu_max && sets.size() == c_.gpu_packs.size()) {
+      std::map<uint32_t, size_t> group_of;
+      for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) {
+        auto [it, fresh] = group_of.try_emplace(sets[gi], groups.size());
+        if (fresh) groups.emplace_back();
+        groups[it->second].push_back(gi);
+      }
+    } else {
+      for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) groups.push_back({gi});
+    }
+    std::vector<double> share(groups.size(), lo);
     for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) gpu_choice_[gi] = solve_gpu(gi, int64_t(double(full_) * lo));
     for (int pass = 0; pass < 2; ++pass) {
-      for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) search_share(gi, share[gi]);
+      for (size_t g = 0; g < groups.size(); ++g) search_share(groups[g], share[g]);
     }
   }
 
-  // GPU gi's share: the DP at each other multiple (in parallel on a big step), the plans replayed
-  // together and the best that saves energy kept.
-  void search_share(size_t gi, double& share) {
-    const std::vector<int> keep = gpu_choice_[gi];
+  // The share of the GPUs `gis`: the DP at each other multiple (in parallel on a big step), the plans
+  // replayed together and the best that saves energy kept.
+  void search_share(const std::vector<size_t>& gis, double& share) {
     double best_share = share;
-    std::vector<int> best_choice = keep;
+    std::vector<std::vector<int>> best_choice;
+    for (size_t gi : gis) best_choice.push_back(gpu_choice_[gi]);
     std::vector<double> fs;
     for (double f : {0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0}) {
       if (f != share) fs.push_back(f);
     }
-    std::vector<std::vector<int>> choices(fs.size()), trials(fs.size());
-    auto solve_share = [&](size_t j) { choices[j] = solve_gpu(gi, int64_t(double(full_) * fs[j])); };
+    // choices[j * gis.size() + m]: GPU gis[m]'s DP at multiple fs[j].
+    std::vector<std::vector<int>> choices(fs.size() * gis.size()), trials(fs.size());
+    auto solve_share = [&](size_t i) {
+      choices[i] = solve_gpu(gis[i % gis.size()], int64_t(double(full_) * fs[i / gis.size()]));
+    };
     if (c_.parallel) {
-      parallel_for(fs.size(), solve_share, c_.threads);
+      parallel_for(choices.size(), solve_share, c_.threads);
     } else {
-      for (size_t j = 0; j < fs.size(); ++j) solve_share(j);
+      for (size_t i = 0; i < choices.size(); ++i) solve_share(i);
     }
     for (size_t j = 0; j < fs.size(); ++j) {
-      gpu_choice_[gi] = choices[j];
+      for (size_t m = 0; m < gis.size(); ++m) gpu_choice_[gis[m]] = choices[j * gis.size() + m];
       trials[j] = clocks_of_choice();
     }
     std::vector<Plan> plans = c_.check_all(trials, "policy");
@@ -351,11 +370,11 @@ class BudgetSearch {
       if (c_.beats_best(plans[j])) {
         c_.best = plans[j];
         best_share = fs[j];
-        best_choice = choices[j];
+        for (size_t m = 0; m < gis.size(); ++m) best_choice[m] = choices[j * gis.size() + m];
       }
     }
     share = best_share;
-    gpu_choice_[gi] = best_choice;
+    for (size_t m = 0; m < gis.size(); ++m) gpu_choice_[gis[m]] = std::move(best_choice[m]);
   }
 
   Search& c_;

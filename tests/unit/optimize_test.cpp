@@ -143,6 +143,26 @@ TEST(Optimize, EveryPlanMeetsTheTargetInReplay) {
   }
 }
 
+// Past shares_per_gpu_max GPUs the budget search gives a replica set one share: on 40 data-parallel
+// ranks (one set) it replays far fewer plans than GPU by GPU, and the policy is as good (the ranks differ
+// only by their recorded jitter).
+TEST(Optimize, ReplicaSetsShareTheirBudgetSharePastAFewGpus) {
+  auto s = setup(40, 2, 4);
+  Problem pr = s->problem();
+  ASSERT_EQ(pr.packing->replica_sets, 1);
+  OptimizeOptions per_gpu;
+  per_gpu.shares_per_gpu_max = 64;
+  OptimizeOptions per_set;
+  ASSERT_LT(per_set.shares_per_gpu_max, size_t(40));
+  auto a = optimize(pr, per_gpu), b = optimize(pr, per_set);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Two passes of 9 multiples: 720 replays GPU by GPU, 18 for the set.
+  EXPECT_LT(b->replays + 600, a->replays) << a->replays << " GPU by GPU, " << b->replays << " by set";
+  EXPECT_LE(b->policy.time_ns, b->plan_target_ns);
+  EXPECT_LE(b->policy.energy_j, a->policy.energy_j * 1.001) << "the set's share loses energy";
+  for (const Plan& base : b->baselines) EXPECT_LE(b->policy.energy_j, base.energy_j + 1e-9) << base.name;
+}
+
 // Trial plans replayed on worker threads, and replays priced from the per-clock tables, give the same
 // solution as one thread: the same clocks, times and energies, baselines and replay count.
 TEST(Optimize, SameSolutionOnAnyNumberOfThreads) {

@@ -61,6 +61,11 @@ struct OptimizeOptions {
   double kick_point_visits = 5e8;
   int kicks_saving = 6;
   int kicks_shortening = 2;
+  // The budget search tries each GPU's share of the slack on its own, with the others fixed, on up to
+  // this many GPUs; past it, the GPUs of one replica set (the same ops on each stream: data-parallel
+  // ranks; pack::Packing::replica_set) are given one share, searched together, so that the search's
+  // replays do not grow with the GPUs (each replays every GPU).
+  size_t shares_per_gpu_max = 32;
   // Trial plans that do not depend on each other are replayed on up to `threads` threads (0: EMO_THREADS
   // or the hardware's) once the step has at least `parallel_min_points` points, or a batch of trials
   // 16 times that many (a replay of a smaller one is quicker than starting a thread). The result does
