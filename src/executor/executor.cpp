@@ -169,8 +169,10 @@ class Executor {
     if (ranks_.empty()) return make_error("", "no trace given");
     info_.resize(ranks_.size());
     collect_ops();
+    index_by_rank(streams_, rank_streams_);
     align_clocks();
     collect_threads();
+    index_by_rank(calls_, rank_calls_);
     classify_calls();
     for (uint32_t r = 0; r < ranks_.size(); ++r) typical_latencies(r);
     match_collectives();
@@ -244,6 +246,7 @@ class Executor {
   Op& op(int i) { return ops_[static_cast<size_t>(i)]; }
   const Op& op(int i) const { return ops_[static_cast<size_t>(i)]; }
   Stream& stream(int i) { return streams_[static_cast<size_t>(i)]; }
+  const Stream& stream(int i) const { return streams_[static_cast<size_t>(i)]; }
   Call& call(int i) { return calls_[static_cast<size_t>(i)]; }
   Thread& thread(int i) { return threads_[static_cast<size_t>(i)]; }
 
@@ -256,13 +259,14 @@ class Executor {
   // else (process group, collective, k-th occurrence on the rank).
   std::map<std::string, std::vector<int>> collective_keys() const {
     std::map<std::string, std::vector<int>> groups;
+    std::vector<std::vector<int>> by_rank(ranks_.size());  // each rank's collective ops, in index order
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (is_collective_op(op(i))) by_rank[op(i).rank].push_back(i);
+    }
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       const RankTrace& t = ranks_[r];
       std::map<std::string, int64_t> occurrence;
-      std::vector<int> mine;
-      for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
-        if (op(i).rank == r && is_collective_op(op(i))) mine.push_back(i);
-      }
+      std::vector<int>& mine = by_rank[r];
       std::stable_sort(mine.begin(), mine.end(), [&](int a, int b) { return op(a).ms < op(b).ms; });
       for (int i : mine) {
         const Event& e = t.events[op(i).event];
@@ -423,8 +427,8 @@ class Executor {
   // medians over the ops (calls) where the trace shows them alone.
   void typical_latencies(uint32_t r) {
     std::vector<int64_t> lat, gap, wake;
-    for (const Stream& s : streams_) {
-      if (s.rank != r) continue;
+    for (int si : rank_streams_[r]) {
+      const Stream& s = stream(si);
       for (size_t p = 0; p < s.ops.size(); ++p) {
         const Op& o = op(s.ops[p]);
         if (o.fixed || o.call < 0 || o.after_wait) continue;
@@ -432,8 +436,8 @@ class Executor {
       }
     }
     info_[r].tau_launch = median_of(lat);
-    for (const Stream& s : streams_) {
-      if (s.rank != r) continue;
+    for (int si : rank_streams_[r]) {
+      const Stream& s = stream(si);
       for (size_t p = 1; p < s.ops.size(); ++p) {
         const Op& o = op(s.ops[p]);
         const Op& prev = op(s.ops[p - 1]);
@@ -442,14 +446,13 @@ class Executor {
       }
     }
     info_[r].tau_gap = median_of(gap);
-    for (const Call& c : calls_) {
-      if (c.rank != r) continue;
+    for (int ci : rank_calls_[r]) {
+      const Call& c = calls_[static_cast<size_t>(ci)];
       bool sync_like = icontains(c.name, "synchronize") || icontains(c.name, "memcpy");
       if (!sync_like) continue;
       int64_t waited = kUnset;
-      for (size_t si = 0; si < streams_.size(); ++si) {
-        const Stream& s = streams_[si];
-        if (s.rank != r) continue;
+      for (int si : rank_streams_[r]) {
+        const Stream& s = stream(si);
         int p = s.last_launched_before(c.ms);
         if (p < 0) continue;
         int64_t e = op(s.ops[static_cast<size_t>(p)]).me;
@@ -463,10 +466,16 @@ class Executor {
     stats_.wake_ns.push_back(info_[r].tau_wake);
   }
 
+  template <class T>
+  void index_by_rank(const std::vector<T>& items, std::vector<std::vector<int>>& out) const {
+    out.assign(ranks_.size(), {});
+    for (size_t i = 0; i < items.size(); ++i) out[items[i].rank].push_back(static_cast<int>(i));
+  }
+
   int stream_index(uint32_t r, int32_t device, int32_t st) const {
-    for (size_t i = 0; i < streams_.size(); ++i) {
-      const Stream& s = streams_[i];
-      if (s.rank == r && s.stream == st && (device < 0 || s.device == device)) return static_cast<int>(i);
+    for (int i : rank_streams_[r]) {
+      const Stream& s = stream(i);
+      if (s.stream == st && (device < 0 || s.device == device)) return i;
     }
     return -1;
   }
@@ -477,15 +486,14 @@ class Executor {
   int guess_sync_stream(const Call& c, int last_launch_stream) const {
     int best = -1;
     int64_t best_end = kUnset;
-    for (size_t si = 0; si < streams_.size(); ++si) {
-      const Stream& s = streams_[si];
-      if (s.rank != c.rank) continue;
+    for (int si : rank_streams_[c.rank]) {
+      const Stream& s = stream(si);
       int p = s.last_launched_before(c.ms);
       if (p < 0) continue;
       int64_t e = op(s.ops[static_cast<size_t>(p)]).me;
       if (e > c.ms && e <= c.me + kTolNs && e > best_end) {
         best_end = e;
-        best = static_cast<int>(si);
+        best = si;
       }
     }
     return best >= 0 ? best : last_launch_stream;
@@ -613,9 +621,9 @@ class Executor {
     if (dst < 0) return -1;
     const Op& d = op(dst);
     int best = -1;
-    for (size_t si = 0; si < streams_.size(); ++si) {
-      const Stream& s = streams_[si];
-      if (s.rank != w.rank || static_cast<int>(si) == d.stream) continue;
+    for (int si : rank_streams_[w.rank]) {
+      const Stream& s = stream(si);
+      if (si == d.stream) continue;
       int p = s.last_launched_before(w.ms);
       if (p < 0) continue;
       int cand = s.ops[static_cast<size_t>(p)];
@@ -697,8 +705,6 @@ class Executor {
       int64_t m = std::numeric_limits<int64_t>::min();
       for (size_t q = 0; q < st.ops.size(); ++q) st.end_prefmax[q] = m = std::max(m, op(st.ops[q]).me);
     }
-    rank_streams_.assign(ranks_.size(), {});
-    for (size_t si = 0; si < streams_.size(); ++si) rank_streams_[streams_[si].rank].push_back(static_cast<int>(si));
     int slots = 0;
     for (Call& c : calls_) {
       if (c.kind != CallKind::kEventRecord) continue;
@@ -1127,11 +1133,13 @@ class Executor {
   std::vector<Op> ops_;
   std::vector<Stream> streams_;
   std::vector<Call> calls_;
+  // Each rank's streams and calls, in index order (index_by_rank), so that a rank's loops do not scan
+  // every rank's.
+  std::vector<std::vector<int>> rank_streams_, rank_calls_;
   std::vector<Thread> threads_;
   std::vector<Group> groups_;
   ExecutionStats stats_;
   std::vector<Wake> queue_;  // a min-heap on (time, order of scheduling)
-  std::vector<std::vector<int>> rank_streams_;  // per rank: its streams
   std::vector<int> captured_;  // per capture slot: the op captured in this run (-1: none)
   std::vector<int64_t> call_start_, call_end_;  // per call, executed
   const Program::DurationFn* dur_ = nullptr;

@@ -789,11 +789,14 @@ class Builder {
     }
     // Key: (process group, seq) when seq is known, else (process group, collective, k-th occurrence).
     std::map<std::tuple<std::string, std::string, int64_t>, std::vector<NodeId>> groups;
+    std::vector<std::vector<NodeId>> comm_of(ranks_.size());  // each rank's communication kernels, in order
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.kind[n] == NodeKind::kCommKernel) comm_of[g_.rank[n]].push_back(n);
+    }
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       const RankTrace& t = ranks_[r];
       std::map<std::pair<std::string, std::string>, int64_t> occurrence;
-      for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-        if (g_.rank[n] != r || g_.kind[n] != NodeKind::kCommKernel) continue;
+      for (NodeId n : comm_of[r]) {
         const Event& e = t.events[g_.event[n]];
         const trace::CollectiveArgs& ca = t.collectives[e.collective];
         if (!ca.matchable) {  // no metadata says which peer kernels it goes with: kept whole
@@ -821,13 +824,15 @@ class Builder {
         if (n != ref) diffs[g_.rank[n]].push_back(g_.meas_end_ns[n] - g_.meas_end_ns[ref]);
       }
     }
+    std::vector<int64_t> offsets(ranks_.size(), 0);
     for (uint32_t r = 1; r < ranks_.size(); ++r) {
       if (diffs[r].empty()) continue;
       auto mid = diffs[r].begin() + static_cast<std::ptrdiff_t>(diffs[r].size() / 2);
       std::nth_element(diffs[r].begin(), mid, diffs[r].end());
-      shift_rank(r, *mid);
+      offsets[r] = *mid;
       aligned_.insert(r);
     }
+    shift_ranks(offsets);
     aligned_.insert(0);
     for (const auto& [key, members] : groups) {
       std::vector<NodeId> m;
@@ -957,14 +962,15 @@ class Builder {
     }
   }
 
-  void shift_rank(uint32_t r, int64_t offset) {
-    if (offset == 0) return;
+  // Each rank's nodes moved earlier by its offset, in one pass over the nodes.
+  void shift_ranks(const std::vector<int64_t>& offsets) {
+    if (std::all_of(offsets.begin(), offsets.end(), [](int64_t o) { return o == 0; })) return;
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (g_.rank[n] != r) continue;
+      const int64_t offset = offsets[g_.rank[n]];
       g_.meas_start_ns[n] -= offset;
       g_.meas_end_ns[n] -= offset;
     }
-    g_.rank_offset_ns[r] += offset;
+    for (size_t r = 0; r < offsets.size(); ++r) g_.rank_offset_ns[r] += offsets[r];
   }
 
   // Ranks with no matched collective share no clock: start them with rank 0.
@@ -976,11 +982,13 @@ class Builder {
       if (g_.counts_for_span(n)) first[g_.rank[n]] = std::min(first[g_.rank[n]], g_.meas_start_ns[n]);
     }
     bool any = false;
+    std::vector<int64_t> offsets(ranks_.size(), 0);
     for (uint32_t r = 1; r < ranks_.size(); ++r) {
       if (aligned_.count(r) || first[r] == kUnset || first[0] == kUnset) continue;
-      shift_rank(r, first[r] - first[0]);
+      offsets[r] = first[r] - first[0];
       any = true;
     }
+    shift_ranks(offsets);
     if (any) {
       g_.stats.notes.push_back("ranks without a collective matched across ranks were aligned at their first event");
     }

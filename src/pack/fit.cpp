@@ -366,8 +366,9 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     if (!w) return w.error();
     const graph::Graph& pg = w->graph;
     const ProfiledOps index(pg);
+    const double run_step_s = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;  // a scan of the graph
     for (size_t r = 0; r < n_gpu; ++r) {
-      step_s[r][ri] = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;
+      step_s[r][ri] = run_step_s;
       if (index.ops(uint32_t(r)) != packing.gpus[r].ops.size()) {
         return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", r,
                                              index.ops(uint32_t(r)), packing.gpus[r].ops.size()),
