@@ -17,7 +17,6 @@
 
 namespace emo::optimize::detail {
 
-// Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
 // A plan's replay kept for the next one (predict_prepared): its durations and timeline.
 struct ReplayState {
   std::vector<int64_t> dur;      // the durations replayed
@@ -33,6 +32,7 @@ struct ReplayCache {
   std::vector<std::unique_ptr<ReplayState>> idle;
 };
 
+// Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
 struct Prepared {
   std::vector<std::vector<uint32_t>> op_pack, op_sig, op_pos;  // per GPU op: pack, signature, position in its atom
   std::vector<std::vector<uint32_t>> pack_atoms;  // non-idle atoms of each pack
@@ -62,7 +62,6 @@ struct Prepared {
   // Prepared (predict_prepared, `replays`), only where it moves; the same timelines bit for bit.
   std::shared_ptr<const replay::Rereplayer> rereplay;
   std::shared_ptr<ReplayCache> replays;
-  uint64_t id = 0;
 
   int index_of(int mhz) const {
     return mhz >= 0 && size_t(mhz) < clock_index.size() ? clock_index[size_t(mhz)] : -1;

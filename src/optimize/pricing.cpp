@@ -2,7 +2,6 @@
 // the full replay of a plan (predict_prepared, and the public predict). Shared by the optimizer, the
 // MILP oracle and the policy file (internal.h).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "emo/optimize/optimize.h"
@@ -215,9 +214,7 @@ double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>&
 }  // namespace
 
 Prepared prepare(const Problem& pr, bool tables) {
-  static std::atomic<uint64_t> next_id{1};
   Prepared x;
-  x.id = next_id++;
   x.rereplay = std::make_shared<const replay::Rereplayer>(pr.workload->graph);
   x.replays = std::make_shared<ReplayCache>();
   map_ops(*pr.packing, x);
