@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -602,7 +603,8 @@ class Importer {
 
   // Walks the text; the buffer may be freed afterwards (names are interned).
   Status parse(char* data, size_t size, size_t allocated);
-  Status parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers);
+  Status parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers,
+                         const std::function<void(Walked&)>& sized);
   // Sorts and indexes the tables.
   Result<RankTrace> finish();
 
@@ -820,16 +822,29 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
     open = ws ? sep + 1 : sep;
   }
   chunks.emplace_back(open, events_close);
+  // Each Walked is sized once for the longest chunk, here on the calling thread: grown chunk by chunk
+  // (a chunk is a little longer than the last), simdjson's index and the rows were reallocated and their
+  // fresh pages faulted in again, in the walkers' own 4 KiB-page arenas: most of a 15 MB trace's faults.
+  size_t longest = 0;
+  for (const auto& [b, e] : chunks) longest = std::max(longest, e - b + 1);
+  const size_t per_chunk = events_seen * longest / std::max<size_t>(1, events_close - events_open) + 64;
+  auto sized = [&](Walked& w) {
+    if (w.parser.allocate(longest) != simdjson::SUCCESS) return;  // met again, and said, by the walk's iterate
+    w.events.reserve(per_chunk);
+    w.starts.reserve(per_chunk);
+    w.objects.reserve(per_chunk);
+  };
   const int threads = worker_threads();
   if (chunks.size() < 2 || threads < 2) {
     Walked w;
+    sized(w);
     for (const auto& [b, e] : chunks) {
       walk_chunk(b, e, w);
       EMO_RETURN_IF_ERROR(handle_chunk(w, e));
     }
     return {};
   }
-  return parse_pipelined(chunks, disjoint ? std::min(threads, 4) : 1);
+  return parse_pipelined(chunks, disjoint ? std::min(threads, 4) : 1, sized);
 }
 
 // `walkers` threads walk chunks (simdjson's structural index and the fields' values), chunk k on
@@ -838,9 +853,11 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
 // into slot k % slots once chunk k - slots has been handled. walk_chunk overwrites its chunk's
 // first and last byte for the time of its walk: with more than one walker the chunks share no
 // byte, and handling reads none of those bytes.
-Status Importer::parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers) {
+Status Importer::parse_pipelined(const std::vector<std::pair<size_t, size_t>>& chunks, int walkers,
+                                 const std::function<void(Walked&)>& sized) {
   const size_t nw = size_t(std::max(1, walkers)), nslots = 2 * nw;
   std::vector<Walked> slots(nslots);
+  for (Walked& w : slots) sized(w);
   std::vector<uint8_t> walked(chunks.size(), 0);
   std::mutex mu;
   std::condition_variable cv;
