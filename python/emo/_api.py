@@ -29,13 +29,15 @@ POLICY_SCHEMA = "emo-policy/1"
 
 
 def _paths(paths: Paths) -> List[str]:
-    """One trace file per rank: a path, or a sequence of them, as the CLI takes them (not resolved)."""
+    """One trace file per rank: a path, a folder of rank files (HTA's trace_dir: its .json and .json.gz
+    files, in byte order), or a sequence of them, as the CLI takes them (not resolved)."""
     if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    out = [os.fspath(p) for p in paths]
+        out = [os.fspath(paths)]
+    else:
+        out = [os.fspath(p) for p in paths]
     if not out:
         raise InputError("no trace files given", note="pass one Kineto trace per rank (.json or .json.gz)")
-    return out
+    return list(_emo.expand_trace_paths(out))
 
 
 def _frame(cols: Mapping[str, Any]) -> "pd.DataFrame":

@@ -755,6 +755,11 @@ NB_MODULE(_emo, m) {
       "accept_doubt"_a = false, "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
 
   m.def(
+      "expand_trace_paths",
+      [](const std::vector<std::string>& paths) { return take(emo::analysis::expand_trace_paths(paths)); }, "paths"_a,
+      "the trace files of `paths`: a folder stands for its .json and .json.gz files, in byte order");
+
+  m.def(
       "synth",
       [](const std::string& workload, const std::string& out_dir, int ranks, int layers, int steps, int decode_tokens,
          int microbatches, uint64_t seed, int64_t min_events) {

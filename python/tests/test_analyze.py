@@ -122,3 +122,14 @@ def test_kernels_frame_is_usable(dp_traces):
     buf = io.StringIO()
     k.to_csv(buf)  # plain pandas from here on
     assert buf.getvalue().count("\n") == len(k) + 1
+
+
+def test_a_folder_reads_as_its_rank_files(cli, dp_traces, tmp_path):
+    # HTA's TraceAnalysis(trace_dir=...): the folder's .json/.json.gz files, other names left out.
+    folder = Path(dp_traces[0]).parent
+    assert emo.analyze(folder).to_json() == emo.analyze(dp_traces).to_json()
+    assert emo.analyze(str(folder)).to_json() == cli.json("analyze", folder)
+    (tmp_path / "README.txt").write_text("not a trace")
+    with pytest.raises(emo.InputError, match="no trace files in this folder") as e:
+        emo.analyze(tmp_path)
+    assert e.value.file == str(tmp_path)

@@ -279,6 +279,39 @@ Result<std::pair<size_t, size_t>> receive_plan(size_t files, dist::Comm& comm) {
 
 }  // namespace
 
+Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  out.reserve(paths.size());
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (p == "-" || !fs::is_directory(p, ec)) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> names;
+    fs::directory_iterator it(p, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const auto ends = [&](std::string_view suffix) {
+        return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      std::error_code fe;
+      if (name.front() == '.' || !(ends(".json") || ends(".json.gz")) || !it->is_regular_file(fe)) continue;
+      names.push_back(name);
+    }
+    if (ec) return make_error(p, "cannot list this folder: " + ec.message());
+    if (names.empty()) {
+      return make_error(p, "no trace files in this folder (names ending in .json or .json.gz)",
+                        "give the folder torch.profiler wrote the rank files to, or the files themselves");
+    }
+    std::sort(names.begin(), names.end());
+    const std::string dir = p.back() == '/' ? p : p + "/";
+    for (const std::string& n : names) out.push_back(dir + n);
+  }
+  return out;
+}
+
 Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options) {
   return load(paths, options, dist::self());
 }

@@ -45,7 +45,12 @@ expect 1 "top-level array" -- "$emo" analyze "$tmp/array.json"
 expect 1 "corrupt gzip" -- "$emo" analyze "$tmp/badgz.json.gz"
 expect 1 "empty file" -- "$emo" analyze "$tmp/zero.json"
 expect 1 "unreadable path" -- "$emo" analyze "$tmp/does-not-exist.json"
-expect 1 "directory as trace" -- "$emo" analyze "$tmp"
+# A folder stands for the trace files in it (byte order): here the first, array.json, is refused.
+expect 1 "folder of bad traces" -- "$emo" analyze "$tmp"
+says "folder of bad traces" "^error: $tmp/array.json: not a PyTorch profiler trace"
+mkdir -p "$tmp/notraces" && echo 'not a trace' >"$tmp/notraces/README.txt" && echo '{}' >"$tmp/notraces/.hidden.json"
+expect 1 "folder without trace files" -- "$emo" analyze "$tmp/notraces"
+says "folder without trace files" "^error: $tmp/notraces: no trace files in this folder"
 expect 1 "error leaves no json file" -- "$emo" analyze "$tmp/notjson.json" --json "$tmp/should-not-exist.json"
 [ -e "$tmp/should-not-exist.json" ] && { echo "FAIL: partial output left behind"; fails=$((fails + 1)); }
 expect 2 "no subcommand" -- "$emo"
@@ -484,6 +489,19 @@ expect 0 "a launch without GPU activity, run" -- "$emo" run "$tmp/lost.json" -o 
 says "a launch without GPU activity, run" "^warning: 1 of the step's 2 launch calls"
 python3 -c "import json,sys; w=json.load(open(sys.argv[1]))['summary']['warnings']; assert any('launch calls have no GPU activity' in x for x in w), w" \
   "$tmp/lostrun/summary.json" || { echo "FAIL: the lost launch is not in summary.json"; fails=$((fails + 1)); }
+
+# A folder of rank files reads as the files themselves (other names and hidden files left out), for
+# every subcommand that reads traces; an output naming a file in it is refused as an input.
+cp "$tmp/notraces/README.txt" "$tmp/notraces/.hidden.json" "$tmp/tdp4/"
+expect 0 "analyze a folder" -- "$emo" analyze "$tmp/tdp4" --per-kernel --json "$tmp/folder.json"
+expect 0 "analyze its files" -- "$emo" analyze "$tmp"/tdp4/train-dp_rank*.json --per-kernel --json "$tmp/files.json"
+cmp -s "$tmp/folder.json" "$tmp/files.json" || { echo "FAIL: analyze DIR differs from analyze DIR/*.json"; fails=$((fails + 1)); }
+expect 0 "optimize a folder" -- "$emo" optimize "$tmp/tdp4/" --device h100 -o "$tmp/folder.policy.json"
+expect 0 "optimize its files" -- "$emo" optimize "$tmp"/tdp4/train-dp_rank*.json --device h100 -o "$tmp/files.policy.json"
+cmp -s "$tmp/folder.policy.json" "$tmp/files.policy.json" || { echo "FAIL: optimize DIR differs from optimize DIR/*.json"; fails=$((fails + 1)); }
+expect 1 "output onto a file of the input folder" -- "$emo" analyze "$tmp/tdp4" --json "$tmp/tdp4/train-dp_rank1.json"
+says "output onto a file of the input folder" "is also an input"
+rm "$tmp/tdp4/README.txt" "$tmp/tdp4/.hidden.json"
 
 # synth into a folder with an earlier, larger run's rank files: refused, not mixed in.
 expect 1 "synth over a larger run" -- "$emo" synth train-dp --ranks 2 --layers 2 --steps 2 -o "$tmp/tdp4"

@@ -52,6 +52,10 @@ for fam in train-dp train-pp train-tp; do
   done
 done
 
+# A folder of rank files: every process lists it alike (the shards are of the same files).
+mpi 4 analyze "$tmp/train-tp" --per-kernel --json "$tmp/tp.dir.np4.json" >/dev/null 2>&1 || fail "analyze DIR with 4 processes"
+same_json "train-tp analyze DIR np=4" "$tmp/train-tp.1.json" "$tmp/tp.dir.np4.json"
+
 # ---- optimize and what-if: the policy file is the same bytes ----
 files=("$tmp/train-pp"/*.json)
 "$emo" optimize "${files[@]}" -o "$tmp/pp.policy.1.json" --json "$tmp/pp.opt.1.json" >/dev/null 2>&1 || fail "optimize in one process"

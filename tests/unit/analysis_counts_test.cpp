@@ -106,3 +106,38 @@ TEST(AnalysisCounts, TextCarriesNoWarningLines) {
 
 }  // namespace
 }  // namespace emo
+
+namespace emo {
+namespace {
+
+// A folder among the trace paths stands for its .json and .json.gz files (not its subfolders, hidden
+// files or other names), in byte order; files, "-" and missing paths pass as given; a folder with
+// none of them is an Error naming it.
+TEST(TracePaths, AFolderStandsForItsTraceFilesInByteOrder) {
+  const std::string dir = test::temp_dir("trace_paths");
+  for (const char* n : {"rank10.json", "rank2.json.gz", "rank1.pt.trace.json", ".hidden.json", "policy.csv",
+                        "notes.json.txt"})
+    test::write(dir, n, "{}");
+  std::filesystem::create_directories(dir + "/sub.json");
+  test::write(dir + "/sub.json", "rank3.json", "{}");
+  auto got = analysis::expand_trace_paths({"-", dir, dir + "/policy.csv", "missing.json"});
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  const std::vector<std::string> want = {"-", dir + "/rank1.pt.trace.json", dir + "/rank10.json", dir + "/rank2.json.gz",
+                                         dir + "/policy.csv", "missing.json"};
+  EXPECT_EQ(*got, want);
+  auto slash = analysis::expand_trace_paths({dir + "/"});
+  ASSERT_TRUE(slash.ok());
+  EXPECT_EQ(slash->front(), dir + "/rank1.pt.trace.json");
+
+  const std::string empty = dir + "/sub.json/inner";
+  std::filesystem::create_directories(empty);
+  test::write(empty, "readme.txt", "x");
+  auto none = analysis::expand_trace_paths({dir + "/rank10.json", empty});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().where, empty);
+  EXPECT_NE(none.error().what.find("no trace files in this folder"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace emo

@@ -27,7 +27,7 @@ void add_analyze(CLI::App& root, Action& action) {
       "analyze",
       "Build the dependency graph of one step from Kineto traces (one file per rank, .json or .json.gz), "
       "replay it, and report the critical path, per-kernel slack and per-GPU busy/idle time.");
-  sub->add_option("traces", args->traces, "trace files, one per rank")->required();
+  sub->add_option("traces", args->traces, "trace files, one per rank, or a folder of them (its .json and .json.gz files)")->required();
   sub->add_option("--step", args->step, "ProfilerStep number to analyze (default: the last complete step)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
   sub->add_option("--kernels-csv", args->kernels_csv, "write one row per GPU op with its slack to FILE");

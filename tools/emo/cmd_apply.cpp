@@ -47,7 +47,7 @@ void add_apply(CLI::App& root, Action& action) {
       "slowdown (mean + 2 SE) runs over the policy's bound. The first 2 blocks run at the default clock (the "
       "reference), then one block in 10; --verify alternates default and policy blocks for the whole run instead.");
   sub->add_option("policy", a->policy, "policy file written by `emo optimize -o`")->required();
-  sub->add_option("traces", a->traces, "the trace files the policy was made for")->required();
+  sub->add_option("traces", a->traces, "the trace files the policy was made for (or their folder)")->required();
   sub->add_option("--device", a->device, "emulated:NAME[@SEED] (on hardware the runtime runs inside the job)")->required();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--steps", a->steps, "steps to run, 4 to 1000; 0: 24 blocks (fewer where they do not fit in 1000)")

@@ -108,7 +108,7 @@ void add_evaluate(CLI::App& root, Action& action) {
       "Apply a policy (and the baselines stored in it) on the emulated GPU and print the true step time and "
       "energy of the default clock, the policy and each baseline side by side.");
   sub->add_option("policy", a->policy, "policy file written by `emo optimize -o`")->required();
-  sub->add_option("traces", a->traces, "the trace files the policy was made for")->required();
+  sub->add_option("traces", a->traces, "the trace files the policy was made for (or their folder)")->required();
   sub->add_option("--device", a->device, "emulated:NAME (the emulated GPU to run on)")->required();
   sub->add_option("--step", a->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--steps", a->steps, "steps to run each plan for, 2 to 1000 (the first is a warm-up)")->capture_default_str();

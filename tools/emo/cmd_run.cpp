@@ -32,7 +32,7 @@ void add_run(CLI::App& root, Action& action) {
       "baselines on the emulated GPU, and write a report folder (summary.json, packs.csv, results.csv, "
       "policy.json, report.html, overlay*.json). Without traces, runs on the built-in example "
       "(emo synth train-pp, 4 ranks).");
-  sub->add_option("traces", a->options.traces, "trace files, one per rank (default: the built-in example)");
+  sub->add_option("traces", a->options.traces, "trace files, one per rank, or a folder of them (default: the built-in example)");
   sub->add_option("--device", a->options.device, "target device: profile name (h100, a100, ...), file, or emulated:NAME")
       ->capture_default_str();
   sub->add_option("--profile-on", a->options.profile_on,

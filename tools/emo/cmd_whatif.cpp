@@ -30,7 +30,7 @@ void add_whatif(CLI::App& root, Action& action) {
       "collectives' transfers at their times on another machine (hosts, GPUs per host, NVLink and network "
       "bandwidth and latency, placement; docs/replay.md, Topology) and checks the model against the trace's "
       "measured transfers.");
-  sub->add_option("traces", args->traces, "trace files, one per rank")->required();
+  sub->add_option("traces", args->traces, "trace files, one per rank, or a folder of them (its .json and .json.gz files)")->required();
   sub->add_option("--scale", args->scales, "SELECTOR=FACTOR, FACTOR from 0 to 1e6 (repeatable)");
   sub->add_option("--topology", args->topology,
                   "topology file (JSON) of the machine to ask about: each matched collective's transfer takes its "

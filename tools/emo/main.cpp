@@ -99,6 +99,18 @@ static int run_cli(int argc, char** argv, const emo::dist::Comm& world) {
     std::fprintf(stderr, "error: %s\nnote: run `%s --help` for the options\n", e.what(), name.c_str());
     return emo::cli::kExitUsage;
   }
+  // A folder among the trace files stands for the rank files in it, for every subcommand that reads
+  // traces (before anything checks an output against its inputs or shares the files among processes).
+  if (CLI::Option* traces = app.get_subcommands().front()->get_option_no_throw("traces");
+      traces != nullptr && traces->count() > 0) {
+    auto files = emo::analysis::expand_trace_paths(traces->results());
+    if (!files.ok()) return emo::cli::fail(files.error());
+    if (*files != traces->results()) {
+      traces->clear();
+      traces->add_result(*files);
+      traces->run_callback();
+    }
+  }
   // Under MPI the processes other than 0 take part in the subcommands that read traces only.
   if (!world.is_root() && !emo::cli::shards_traces(app.get_subcommands().front()->get_name())) return emo::cli::kExitOk;
   try {

@@ -9,7 +9,7 @@
 namespace emo::cli {
 
 void PackFlags::add_to(CLI::App* sub, const std::string& device_help) {
-  sub->add_option("traces", traces, "trace files, one per rank")->required();
+  sub->add_option("traces", traces, "trace files, one per rank, or a folder of them (its .json and .json.gz files)")->required();
   sub->add_option("--device", device, device_help)->capture_default_str();
   sub->add_option("--step", step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--min-pack", min_pack, "packs last at least this many clock-switch latencies")->capture_default_str();

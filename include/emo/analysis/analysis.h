@@ -35,6 +35,12 @@ struct Workload {
   graph::Graph graph;
 };
 
+// The trace files `paths` names: a folder stands for the files in it (not its subfolders) whose names
+// end in .json or .json.gz, hidden ones left out, in byte order of their names (one file per rank, as
+// torch.profiler's tensorboard_trace_handler writes them; HTA's trace_dir); other paths, "-" included,
+// are kept as given. Error: a folder that holds no such file, or one that cannot be listed.
+Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::string>& paths);
+
 // Reads every file, orders them by rank (distributedInfo.rank, else file
 // order), selects the step and builds the graph.
 Result<Workload> load(const std::vector<std::string>& paths, const LoadOptions& options);
