@@ -237,7 +237,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     out.step_ns.push_back(span);
     for (uint32_t i = 0; i < n_ops; ++i) {
       const int64_t b = program.op_start(i) + step_start, e = program.op_end(i) + step_start;
-      if (e > b) ops[gops[i].rank].push_back({b, e, truth[i]});
+      if (e > b) detail::add_span(ops[gops[i].rank], b, e, truth[i]);
     }
     if (rep >= options.steps - options.trace_steps) traced.push_back(detail::TracedStep::of(program, step_start));
     step_start += span;

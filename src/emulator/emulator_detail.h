@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,10 +17,21 @@ namespace emo::emulator::detail {
 // The emulated traces' baseTimeNanoseconds (2025-01-01T00:00:00Z); run time 0 is this instant.
 inline constexpr int64_t kTraceOriginOffsetNs = 1735689600000000000;
 
+// One op of a run as the energy integral needs it: 16 bytes, for a run holds every op of every step of
+// every rank until its energy is integrated (a third of a 1,024-rank optimize's memory was these).
 struct OpSpan {
-  int64_t begin = 0, end = 0;
+  int64_t begin = 0;
+  uint32_t dur = 0;  // ns; an op longer than 4.29 s is held as consecutive spans (add_span)
   uint32_t truth = 0;
+  int64_t end() const { return begin + int64_t(dur); }
 };
+static_assert(sizeof(OpSpan) == 16);
+
+inline void add_span(std::vector<OpSpan>& spans, int64_t begin, int64_t end, uint32_t truth) {
+  constexpr int64_t kMax = std::numeric_limits<uint32_t>::max();
+  for (; end - begin > kMax; begin += kMax) spans.push_back({begin, uint32_t(kMax), truth});
+  spans.push_back({begin, uint32_t(end - begin), truth});
+}
 
 // Cumulative energy of one GPU as breakpoints (power is constant between them).
 struct EnergyIntegral {

@@ -23,7 +23,7 @@ EnergyIntegral integrate_energy(const TruthMemo& truths, std::vector<OpSpan> ops
   ev.reserve(ops.size() * 2 + clock_t.size());
   for (uint32_t i = 0; i < ops.size(); ++i) {
     ev.push_back({ops[i].begin, 2, i});
-    ev.push_back({ops[i].end, 0, i});
+    ev.push_back({ops[i].end(), 0, i});
   }
   for (uint32_t i = 1; i < clock_t.size(); ++i) ev.push_back({clock_t[i], 1, i});
   // Clock changes that land at the same time (a later one clamped behind an earlier one) keep their

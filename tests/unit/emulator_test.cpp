@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../../src/emulator/emulator_detail.h"
 #include "../../src/emulator/truth.h"
 #include "emo/analysis/analysis.h"
 #include "emo/device/profile.h"
@@ -433,6 +434,31 @@ TEST(EmulatorShape, FitsThePerseusA100Stages) {
   ASSERT_GT(f.units, 4u);
   EXPECT_LT(f.time_mape, 3.0);
   EXPECT_LT(f.power_mape, 5.0);
+}
+
+}  // namespace
+}  // namespace emo::emulator
+
+namespace emo::emulator {
+namespace {
+
+// A run's op spans are 16 bytes (begin, a 32-bit duration): an op longer than 2^32 ns is held as
+// consecutive spans that cover it exactly, so the energy integral sees the same busy time.
+TEST(OpSpans, AnOpPastFourSecondsIsHeldAsConsecutiveSpans) {
+  std::vector<detail::OpSpan> spans;
+  detail::add_span(spans, 5, 1005, 7);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].begin, 5);
+  EXPECT_EQ(spans[0].end(), 1005);
+  EXPECT_EQ(spans[0].truth, 7u);
+  spans.clear();
+  const int64_t b = 1'000'000'000'000, e = b + 10'000'000'000;  // a 10 s op
+  detail::add_span(spans, b, e, 3);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans.front().begin, b);
+  for (size_t i = 1; i < spans.size(); ++i) EXPECT_EQ(spans[i].begin, spans[i - 1].end());
+  EXPECT_EQ(spans.back().end(), e);
+  for (const auto& s : spans) EXPECT_EQ(s.truth, 3u);
 }
 
 }  // namespace
