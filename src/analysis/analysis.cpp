@@ -185,6 +185,23 @@ Status check_paths(const std::vector<std::string>& paths, const dist::Comm& comm
   if (stdin_count > 0 && comm.size() > 1)
     return make_error("-", "standard input cannot be shared by the processes of an MPI run",
                       "give the trace as a file");
+  // One file named twice (the same path, or a file and the folder that holds it) is said as such, not as
+  // two files of one rank.
+  std::vector<std::pair<std::string, size_t>> named;
+  named.reserve(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i] == "-") continue;
+    std::error_code ec;
+    std::filesystem::path canon = std::filesystem::weakly_canonical(paths[i], ec);
+    named.emplace_back(ec ? paths[i] : canon.string(), i);
+  }
+  std::sort(named.begin(), named.end());
+  for (size_t k = 1; k < named.size(); ++k) {
+    if (named[k].first != named[k - 1].first) continue;
+    const size_t a = std::min(named[k].second, named[k - 1].second), b = std::max(named[k].second, named[k - 1].second);
+    return make_error(paths[b], "is given twice as a trace (also as " + paths[a] + ")",
+                      "give each rank's trace file once");
+  }
   return {};
 }
 

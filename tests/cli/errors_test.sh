@@ -266,6 +266,8 @@ expect 0 "analyze ranks 0 and 1 of 2" -- "$emo" analyze "$tmp/rank0.json" "$tmp/
 cp "$tmp/rank1.json" "$tmp/rank1b.json"
 expect 1 "analyze two files of rank 1" -- "$emo" analyze "$tmp/rank1.json" "$tmp/rank1b.json"
 says "analyze two files of rank 1" "rank 1 is also the rank of"
+expect 1 "analyze one file twice" -- "$emo" analyze "$tmp/rank0.json" "$tmp/rank1.json" "$tmp/../$(basename "$tmp")/rank0.json"
+says "analyze one file twice" "^error: $tmp/../$(basename "$tmp")/rank0.json: is given twice as a trace (also as $tmp/rank0.json)"
 expect 0 "optimize" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --device h100 --min-pack-ms 2 -o "$tmp/pol.json"
 expect 1 "evaluate on another device" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp/train-dp_rank0.json" --device emulated:a100
 expect 1 "evaluate a stale policy" -- "$emo" evaluate "$tmp/pol.json" "$tmp/tdp3/train-dp_rank0.json" --device emulated:h100

@@ -119,7 +119,9 @@ dp=("$tmp/train-dp"/*.json)
 one_error "missing file in the last shard" "absent.json: cannot read" 4 analyze "${dp[@]}" "$tmp/absent.json"
 printf '{"traceEvents": [oops' >"$tmp/cut.json"
 one_error "a file that is not JSON, read by process 1" "cut.json" 2 analyze "$tmp/cut.json" "${dp[@]}"
-one_error "the same rank twice, in two shards" "rank 0 is also the rank of" 4 analyze "${dp[@]}" "${dp[0]}"
+cp "${dp[0]}" "$tmp/rank0_copy.json"
+one_error "the same rank twice, in two shards" "rank 0 is also the rank of" 4 analyze "${dp[@]}" "$tmp/rank0_copy.json"
+one_error "one file given twice" "is given twice as a trace" 2 analyze "${dp[@]}" "${dp[0]}"
 python3 - "${dp[1]}" "$tmp/other_world.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
