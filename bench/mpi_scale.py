@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+CORES = os.cpu_count() or 1
+
 
 def run(cmd, env=None):
     t0 = time.perf_counter()
@@ -235,11 +237,11 @@ def main():
                 ref = None
                 base = None
                 for p in procs:
-                    walls, peaks = [], None
+                    walls, peaks, cpus = [], None, []
                     for _ in range(a.reps):
                         mem = os.path.join(tmp, "mem")
                         out = os.path.join(tmp, f"out{p}.json")
-                        args = [gnu_time, "-f", "%M", "-a", "-o", mem, a.emo, cmd] + files + ["--json", out]
+                        args = [gnu_time, "-f", "%M %U %S", "-a", "-o", mem, a.emo, cmd] + files + ["--json", out]
                         if cmd == "optimize":
                             args += ["-o", os.path.join(tmp, f"policy{p}.json")]
                         if os.path.exists(mem):
@@ -249,8 +251,10 @@ def main():
                         if r.returncode != 0:
                             sys.exit(f"error: {cmd} on {n} ranks at P={p} exited {r.returncode}: {r.stderr[-500:]}")
                         walls.append(wall)
-                        with open(mem) as fh:
-                            kb = [int(x) for x in fh.read().split()]
+                        with open(mem) as fh:  # one line per process: peak KB, user s, system s
+                            lines = [ln.split() for ln in fh.read().splitlines() if ln.strip()]
+                        kb = [int(ln[0]) for ln in lines]
+                        cpus.append(sum(float(ln[1]) + float(ln[2]) for ln in lines))
                         peaks = kb if peaks is None else [max(x, y) for x, y in zip(sorted(peaks), sorted(kb))]
                     with open(out) as fh:
                         got = strip(json.load(fh))
@@ -262,8 +266,9 @@ def main():
                     bounds = shard_bounds(sizes, p)
                     shard_mb = max(sum(sizes[bounds[q]:bounds[q + 1]]) for q in range(p)) / 1e6
                     wall = statistics.median(walls)
+                    cpu = statistics.median(cpus)
                     row = {"command": cmd, "ranks": n, "procs": p, "files_mb": sum(sizes) / 1e6,
-                           "largest_shard_mb": shard_mb, "wall_s": wall,
+                           "largest_shard_mb": shard_mb, "wall_s": wall, "cpu_s": cpu,
                            "peak_mb_per_process": [k / 1024 for k in sorted(peaks, reverse=True)],
                            "same_as_p1": same}
                     if p == 1:
@@ -271,9 +276,12 @@ def main():
                     rows.append(row)
                     peak = max(row["peak_mb_per_process"])
                     ratio = f"{wall / base['wall_s']:.2f}x P=1" if base and p > 1 else ""
-                    print(f"{cmd:9s} {n:5d} ranks  P={p}  {wall:7.2f} s {ratio:12s} peak {peak:7.1f} MB/process "
-                          f"(largest shard {shard_mb:7.1f} MB of files: {peak / shard_mb:.2f}x)  "
-                          f"{'same answer' if same else 'DIFFERENT ANSWER'}", flush=True)
+                    # CPU time over wall time: the cores the run kept busy. At P = 1, its CPU time over this
+                    # machine's cores is the least wall time any P could reach here with the same work.
+                    floor = f"  (the floor on {CORES} cores: {cpu / CORES / wall:.2f}x)" if p == 1 else ""
+                    print(f"{cmd:9s} {n:5d} ranks  P={p}  {wall:7.2f} s {ratio:12s} {cpu / wall:4.2f} cores busy  "
+                          f"peak {peak:7.1f} MB/process (largest shard {shard_mb:7.1f} MB of files: "
+                          f"{peak / shard_mb:.2f}x)  {'same answer' if same else 'DIFFERENT ANSWER'}{floor}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report_model(rows, starts)

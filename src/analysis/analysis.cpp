@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "emo/base/parallel.h"
 #include "emo/dist/dist.h"
 #include "emo/trace/runtime_calls.h"
 
@@ -205,20 +207,23 @@ Status check_paths(const std::vector<std::string>& paths, const dist::Comm& comm
   return {};
 }
 
-// Reads this process's shard of `paths`: each file's read in file order, stopping at the first that
-// cannot be read (the files after it are nullopt).
+// Reads this process's shard of `paths`, the files on the process's threads (one file each at a time:
+// a rank's file of 1 MB is one or two of the reader's chunks, too few to share among threads), as in
+// file order: the first that cannot be read is kept and every file after it is nullopt, whichever
+// finished first. 1,024 rank files of 1.1 MB were read on one core of two.
 std::vector<std::optional<Result<Read>>> read_shard(const std::vector<std::string>& paths, size_t begin, size_t end,
                                                     const LoadOptions& options) {
-  std::vector<std::optional<Result<Read>>> out;
-  bool failed = false;
-  for (size_t i = begin; i < end; ++i) {
-    if (failed) {
-      out.emplace_back();
-      continue;
+  std::vector<std::optional<Result<Read>>> out(end - begin);
+  std::atomic<size_t> first_failed{out.size()};
+  parallel_for(out.size(), [&](size_t k) {
+    if (k > first_failed.load()) return;  // a file after one that failed is not read
+    out[k].emplace(read_one(paths[begin + k], options));
+    if (out[k]->ok()) return;
+    size_t f = first_failed.load();
+    while (k < f && !first_failed.compare_exchange_weak(f, k)) {
     }
-    out.emplace_back(read_one(paths[i], options));
-    failed = !out.back()->ok();
-  }
+  });
+  for (size_t k = first_failed.load() + 1; k < out.size(); ++k) out[k].reset();
   return out;
 }
 
