@@ -96,7 +96,8 @@ Result<Workload> finish(std::vector<Read> reads, const LoadOptions& options) {
       if (reads[i].trace.rank == reads[i - 1].trace.rank) {
         return make_error(reads[i].trace.path,
                           fmt::format("rank {} is also the rank of {}", reads[i].trace.rank, reads[i - 1].trace.path),
-                          "give one trace file per rank of the same run");
+                          "give one trace file per rank of the same run (a folder that a profiler wrote several "
+                          "cycles into holds several files per rank: give one cycle's files)");
       }
     }
   }
