@@ -95,6 +95,12 @@ std::string with_collective(int rank, int world, const std::string& pg, const st
       .str();
 }
 
+// One warning, which begins with `prefix`.
+void expect_one_warning_starting(const std::vector<std::string>& w, const std::string& prefix) {
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind(prefix, 0), 0u) << w[0];
+}
+
 TEST(StepDoubt, CollectivesWhoseMatchedKernelsDisagreeAreSaid) {
   // One job: two ranks of one allreduce of two, then two of the same group of two: no doubt.
   EXPECT_TRUE(warnings_of({with_collective(0, 2, "0", "allreduce", 2, 10, 50, 200),
@@ -105,12 +111,8 @@ TEST(StepDoubt, CollectivesWhoseMatchedKernelsDisagreeAreSaid) {
   std::vector<std::string> four;
   for (int r = 0; r < 4; ++r) four.push_back(with_collective(r, 4, "0", "allreduce", 2, 10, 50, 200));
   auto w = warnings_of(four);
-  ASSERT_EQ(w.size(), 1u);
-  EXPECT_EQ(w[0].rfind("1 collective(s) matched across ranks disagree, e.g. process group '0' seq 1: kernels of 4 "
-                       "ranks, group size 2: the files may come from different jobs",
-                       0),
-            0u)
-      << w[0];
+  expect_one_warning_starting(w, "1 collective(s) matched across ranks disagree, e.g. process group '0' seq 1: "
+                                 "kernels of 4 ranks, group size 2: the files may come from different jobs");
   // An allreduce matched with a broadcast.
   w = warnings_of({with_collective(0, 2, "0", "allreduce", 2, 10, 50, 200),
                    with_collective(1, 2, "0", "broadcast", 2, 20, 40, 200)});
@@ -128,13 +130,9 @@ TEST(StepDoubt, GroupsOfRanksThatShareNoCollectiveWithStepsOfDifferentLengthsAre
                                    with_collective(1, 4, "a", "allreduce", 2, 20, 40, 200),
                                    with_collective(2, 4, "b", "allreduce", 2, 10, 50, 1000),
                                    with_collective(3, 4, "b", "allreduce", 2, 20, 40, 1000)};
-  auto w = warnings_of(jobs);
-  ASSERT_EQ(w.size(), 1u);
-  EXPECT_EQ(w[0].rfind("the ranks form 2 groups that share no collective, with steps of different lengths (ranks 0..1 "
-                       "(2): 0.200 ms; ranks 2..3 (2): 1.000 ms)",
-                       0),
-            0u)
-      << w[0];
+  expect_one_warning_starting(warnings_of(jobs),
+                              "the ranks form 2 groups that share no collective, with steps of different lengths "
+                              "(ranks 0..1 (2): 0.200 ms; ranks 2..3 (2): 1.000 ms)");
   // The same two jobs with steps within 5 % of each other: the longest step stands for both.
   jobs[2] = with_collective(2, 4, "b", "allreduce", 2, 10, 50, 205);
   jobs[3] = with_collective(3, 4, "b", "allreduce", 2, 20, 40, 205);
