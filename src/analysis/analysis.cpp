@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -208,16 +209,25 @@ Status check_paths(const std::vector<std::string>& paths, const dist::Comm& comm
   return {};
 }
 
-// Reads this process's shard of `paths`, the files on the process's threads (one file each at a time:
-// a rank's file of 1 MB is one or two of the reader's chunks, too few to share among threads), as in
-// file order: the first that cannot be read is kept and every file after it is nullopt, whichever
-// finished first. 1,024 rank files of 1.1 MB were read on one core of two.
+// Files from this size on disk are read one at a time: the reader shares each one's text among the
+// threads itself, and reading several at once would hold several texts (up to GBs each) at once.
+constexpr uintmax_t kReadAloneBytes = uintmax_t{8} << 20;
+
+// Reads this process's shard of `paths`, the small files on the process's threads (one file each at a
+// time: a rank's file of 1 MB is one or two of the reader's chunks, too few to share among threads;
+// 1,024 such files were read on one core of two), the big ones one at a time, as in file order: the
+// first that cannot be read is kept and every file after it is nullopt, whichever finished first.
 std::vector<std::optional<Result<Read>>> read_shard(const std::vector<std::string>& paths, size_t begin, size_t end,
                                                     const LoadOptions& options) {
   std::vector<std::optional<Result<Read>>> out(end - begin);
   std::atomic<size_t> first_failed{out.size()};
+  std::mutex alone;
   parallel_for(out.size(), [&](size_t k) {
     if (k > first_failed.load()) return;  // a file after one that failed is not read
+    std::error_code ec;
+    const uintmax_t bytes = paths[begin + k] == "-" ? 0 : std::filesystem::file_size(paths[begin + k], ec);
+    std::unique_lock<std::mutex> big(alone, std::defer_lock);
+    if (!ec && bytes >= kReadAloneBytes) big.lock();
     out[k].emplace(read_one(paths[begin + k], options));
     if (out[k]->ok()) return;
     size_t f = first_failed.load();
