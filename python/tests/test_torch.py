@@ -46,6 +46,8 @@ def test_capture_writes_one_gzipped_trace_per_rank_that_emo_reads(tmp_path):
     a = emo.analyze([str(path)], cpu_ops_as_kernels=True)
     assert len(a.kernels) > 5
     assert (a.kernels["dur_us"] > 0).all()
+    # The capture folder itself is an input (its rank files).
+    assert emo.analyze(tmp_path, cpu_ops_as_kernels=True).to_json() == a.to_json()
     with pytest.raises(emo.Error):
         emo.analyze([str(tmp_path / "rank1.json.gz")])
 
