@@ -322,10 +322,12 @@ Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::strin
       out.push_back(p);
       continue;
     }
-    std::vector<std::string> names;
+    std::vector<std::string> names, folders;
     fs::directory_iterator it(p, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
+      std::error_code de;
+      if (name.front() != '.' && it->is_directory(de)) folders.push_back(name);
       const auto ends = [&](std::string_view suffix) {
         return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       };
@@ -335,8 +337,15 @@ Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::strin
     }
     if (ec) return make_error(p, "cannot list this folder: " + ec.message());
     if (names.empty()) {
-      return make_error(p, "no trace files in this folder (names ending in .json or .json.gz)",
-                        "give the folder torch.profiler wrote the rank files to, or the files themselves");
+      std::sort(folders.begin(), folders.end());
+      std::string note = "give the folder torch.profiler wrote the rank files to, or the files themselves";
+      if (!folders.empty()) {
+        note = "it holds the folder" + std::string(folders.size() > 1 ? "s " : " ");
+        for (size_t k = 0; k < folders.size() && k < 4; ++k) note += (k ? ", " : "") + folders[k];
+        if (folders.size() > 4) note += fmt::format(" and {} more", folders.size() - 4);
+        note += ": give the one that holds one run's rank files (subfolders are not read)";
+      }
+      return make_error(p, "no trace files in this folder (names ending in .json or .json.gz)", note);
     }
     std::sort(names.begin(), names.end());
     const std::string dir = p.back() == '/' ? p : p + "/";

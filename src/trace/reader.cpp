@@ -714,6 +714,7 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
   std::vector<size_t> seps;  // chunk separators inside traceEvents (',' between events)
   size_t events_seen = 0;
   size_t dist_b = kNpos, dist_e = 0, dev_b = kNpos, dev_e = 0, base_b = kNpos, base_e = 0;
+  bool et_nodes = false, et_schema = false;  // the keys of an execution trace (ExecutionTraceObserver)
   ++i;
   for (bool first = true;; first = false) {
     i = sc.skip_ws(i);
@@ -764,6 +765,10 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
       } else if (key == "baseTimeNanoseconds") {
         base_b = i;
         base_e = end;
+      } else if (key == "nodes" && data[i] == '[') {
+        et_nodes = true;
+      } else if (key == "schema") {
+        et_schema = true;
       }
     }
     i = sc.skip_ws(end);
@@ -781,6 +786,11 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
   i = sc.skip_ws(i);
   if (i < size) return fatal(i, "not valid JSON: content after the top-level object");
 
+  if (events_open == kNpos && et_nodes && et_schema) {
+    return make_error(t_.path, "a PyTorch execution trace (schema and nodes, no traceEvents), not a Kineto trace",
+                      "an execution trace (ExecutionTraceObserver) holds the ops without their times: give the "
+                      "Kineto trace torch.profiler wrote beside it");
+  }
   if (events_open == kNpos) {
     return make_error(t_.path, "no traceEvents array",
                       "EMO reads Kineto traces (torch.profiler export_chrome_trace or "

@@ -51,6 +51,13 @@ says "folder of bad traces" "^error: $tmp/array.json: not a PyTorch profiler tra
 mkdir -p "$tmp/notraces" && echo 'not a trace' >"$tmp/notraces/README.txt" && echo '{}' >"$tmp/notraces/.hidden.json"
 expect 1 "folder without trace files" -- "$emo" analyze "$tmp/notraces"
 says "folder without trace files" "^error: $tmp/notraces: no trace files in this folder"
+mkdir -p "$tmp/runs/base" "$tmp/runs/test"
+expect 1 "folder of run folders" -- "$emo" analyze "$tmp/runs"
+says "folder of run folders" "^note: it holds the folders base, test: give the one that holds one run's rank files"
+# A PyTorch execution trace (ExecutionTraceObserver) beside the Kineto trace: named for what it is.
+echo '{"schema": "1.0.1", "pid": 1, "nodes": [{"name": "x", "id": 1}]}' >"$tmp/et.json"
+expect 1 "an execution trace" -- "$emo" analyze "$tmp/et.json"
+says "an execution trace" "^error: $tmp/et.json: a PyTorch execution trace (schema and nodes, no traceEvents), not a Kineto trace"
 expect 1 "error leaves no json file" -- "$emo" analyze "$tmp/notjson.json" --json "$tmp/should-not-exist.json"
 [ -e "$tmp/should-not-exist.json" ] && { echo "FAIL: partial output left behind"; fails=$((fails + 1)); }
 expect 2 "no subcommand" -- "$emo"
