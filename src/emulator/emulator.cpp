@@ -171,12 +171,46 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   uint64_t draw = detail::mix64(options.seed * 0x2545f4914f6cdd1dull + seed_);
   RunResult out;
   out.ranks.resize(n_ranks);
-  std::vector<std::vector<detail::OpSpan>> ops(n_ranks);
-  {  // every step runs every op once: reserved whole, not grown by doubling (a run is many steps)
-    std::vector<size_t> per_rank(n_ranks, 0);
-    for (uint32_t i = 0; i < n_ops; ++i) ++per_rank[gops[i].rank];
-    for (size_t r = 0; r < n_ranks; ++r) ops[r].reserve(per_rank[r] * size_t(std::max(0, options.steps)));
+  // ---- energy: each GPU's power integrated as the run goes, step by step ----
+  // What is asked of each integral: the energy at each step bound, at each counter reading and at each
+  // probe. Readings and probes are asked as the sweep nears them, their last ones once the run's end is known.
+  const double period_ns = energy_update_ms() * 1e6;
+  struct RankEnergy {
+    detail::EnergySweep sweep;
+    std::vector<size_t> bounds;                        // slot per step bound
+    std::vector<std::pair<int64_t, size_t>> readings;  // (time, slot) per counter reading
+    std::vector<size_t> probes;                        // slot per probe
+    double origin_mj = 0, next_reading = 0;
+    uint64_t draw = 0;
+    int64_t next_probe = 0;
+    int64_t earliest_issue = 0;  // the schedule's earliest change in a step (issue_ns, ≤ 0)
+  };
+  std::vector<RankEnergy> energy;
+  energy.reserve(n_ranks);
+  for (size_t r = 0; r < n_ranks; ++r) {
+    RankEnergy& re = energy.emplace_back(RankEnergy{detail::EnergySweep(memo, lines[r].t, lines[r].f), {}, {}, {}});
+    const uint64_t key = detail::mix64(options.seed * 31 + r + seed_);
+    re.origin_mj = 1e9 * (1 + detail::unit_hash(key));  // "since driver load"
+    re.next_reading = detail::unit_hash(key + 1) * period_ns;
+    re.draw = key + 2;
+    if (r < schedule.ranks.size()) {
+      for (const ClockChange& c : schedule.ranks[r]) re.earliest_issue = std::min(re.earliest_issue, c.issue_ns);
+    }
   }
+  // Asks every reading and probe before `safe`, or, at the run's end (`safe` < 0), up to the last ones.
+  auto ask_until = [&](RankEnergy& re, int64_t safe, int64_t run_end) {
+    const bool last = safe < 0;
+    while (options.energy_log && (last ? re.next_reading <= double(run_end) + period_ns : re.next_reading < double(safe))) {
+      const int64_t ti = int64_t(re.next_reading);
+      re.readings.emplace_back(ti, re.sweep.ask(ti));
+      re.next_reading += period_ns * (0.9 + 0.2 * detail::unit_hash(++re.draw));
+    }
+    while (options.probe_period_ns > 0 &&
+           (last ? re.next_probe <= run_end + options.probe_period_ns : re.next_probe < safe)) {
+      re.probes.push_back(re.sweep.ask(re.next_probe));
+      re.next_probe += options.probe_period_ns;
+    }
+  };
   std::vector<detail::TracedStep> traced;
   int64_t step_start = 0;
   std::vector<int> last_clock(n_ranks, initial);
@@ -201,6 +235,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   };
   for (int rep = 0; rep < options.steps; ++rep) {
     step_bounds.push_back(step_start);
+    for (RankEnergy& re : energy) re.bounds.push_back(re.sweep.ask(step_start));
     // Online: the runtime says what it issues in this step (times from the run's start).
     std::vector<std::vector<ClockChange>> online;
     int64_t issue_origin = step_start;
@@ -237,10 +272,21 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     out.step_ns.push_back(span);
     for (uint32_t i = 0; i < n_ops; ++i) {
       const int64_t b = program.op_start(i) + step_start, e = program.op_end(i) + step_start;
-      if (e > b) detail::add_span(ops[gops[i].rank], b, e, truth[i]);
+      if (e > b) energy[gops[i].rank].sweep.add_op(b, e, truth[i]);
     }
     if (rep >= options.steps - options.trace_steps) traced.push_back(detail::TracedStep::of(program, step_start));
     step_start += span;
+    // Every op of the step ends by its end; the changes of later steps take effect at or after their
+    // step's start plus the schedule's earliest issue time, and never before the last change so far
+    // (online: only that).
+    for (size_t r = 0; r < n_ranks; ++r) {
+      RankEnergy& re = energy[r];
+      const int64_t later = schedule.online ? lines[r].t.back()
+                                            : std::max(lines[r].t.back(), step_start + re.earliest_issue);
+      const int64_t safe = std::min(step_start, later);
+      if (safe > 0) ask_until(re, safe, 0);
+      re.sweep.advance(safe);
+    }
   }
   const int64_t run_end = step_start;
   step_bounds.push_back(run_end);
@@ -249,34 +295,25 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   out.trace_origin_ns = detail::kTraceOriginOffsetNs;
   out.step_energy_j.assign(step_bounds.size() - 1, 0.0);
 
-  // ---- energy: integrate each GPU's power over [0, run_end] ----
-  const double period_ns = energy_update_ms() * 1e6;
   for (size_t r = 0; r < n_ranks; ++r) {
     RankRun& rr = out.ranks[r];
+    RankEnergy& re = energy[r];
     rr.rank = ranks[r].rank >= 0 ? ranks[r].rank : int(r);
-    detail::EnergyIntegral integral = detail::integrate_energy(memo, std::move(ops[r]), lines[r].t, lines[r].f, run_end);
-    rr.energy_j = integral.total_j;
-    rr.gpu_busy_ns = integral.busy_ns;
-    for (size_t i = 0; i + 1 < step_bounds.size(); ++i)
-      out.step_energy_j[i] += integral.at(step_bounds[i + 1]) - integral.at(step_bounds[i]);
-    out.energy_j += integral.total_j;
+    re.bounds.push_back(re.sweep.ask(run_end));
+    ask_until(re, -1, run_end);
+    re.sweep.finish(run_end);
+    rr.energy_j = re.sweep.total_j();
+    rr.gpu_busy_ns = re.sweep.busy_ns();
+    for (size_t i = 0; i + 1 < re.bounds.size(); ++i)
+      out.step_energy_j[i] += re.sweep.answer(re.bounds[i + 1]) - re.sweep.answer(re.bounds[i]);
+    out.energy_j += re.sweep.total_j();
     if (options.probe_period_ns > 0) {
       rr.probe_origin_ns = detail::kTraceOriginOffsetNs;
       rr.probe_period_ns = options.probe_period_ns;
-      for (int64_t t = 0; t <= run_end + options.probe_period_ns; t += options.probe_period_ns)
-        rr.probe_j.push_back(integral.at(t));
+      for (size_t slot : re.probes) rr.probe_j.push_back(re.sweep.answer(slot));
     }
-    if (options.energy_log) {
-      const uint64_t key = detail::mix64(options.seed * 31 + r + seed_);
-      const double origin_mj = 1e9 * (1 + detail::unit_hash(key));  // "since driver load"
-      double t = detail::unit_hash(key + 1) * period_ns;
-      uint64_t k = key + 2;
-      while (t <= double(run_end) + period_ns) {
-        const int64_t ti = int64_t(t);
-        rr.energy.push_back({ti + detail::kTraceOriginOffsetNs, int64_t(origin_mj + integral.at(ti) * 1e3)});
-        t += period_ns * (0.9 + 0.2 * detail::unit_hash(++k));
-      }
-    }
+    for (const auto& [ti, slot] : re.readings)
+      rr.energy.push_back({ti + detail::kTraceOriginOffsetNs, int64_t(re.origin_mj + re.sweep.answer(slot) * 1e3)});
   }
 
   // ---- traces of the last steps ----

@@ -1,93 +1,105 @@
-// Power integration of one emulated GPU over a run: a sweep over op starts/ends and clock changes,
-// with constant power between consecutive events.
+// Power integration of one emulated GPU over a run, swept step by step as the run goes (see
+// EnergySweep in emulator_detail.h).
 #include <algorithm>
+#include <limits>
 
 #include "emulator_detail.h"
 
 namespace emo::emulator::detail {
 
-double EnergyIntegral::at(int64_t when) const {
-  if (t.empty()) return 0;
-  if (when <= t.front()) return e_j.front();
-  if (when >= t.back()) return e_j.back();
-  const size_t i = size_t(std::upper_bound(t.begin(), t.end(), when) - t.begin()) - 1;
-  const double span = double(t[i + 1] - t[i]);
-  return e_j[i] + (e_j[i + 1] - e_j[i]) * (span > 0 ? double(when - t[i]) / span : 0.0);
+void EnergySweep::add_op(int64_t begin, int64_t end, uint32_t truth) {
+  const uint64_t i = ops_++;
+  pending_.push_back({begin, i, truth, 2});
+  pending_.push_back({end, i, truth, 0});
 }
 
-EnergyIntegral integrate_energy(const TruthMemo& truths, std::vector<OpSpan> ops, const std::vector<int64_t>& clock_t,
-                                const std::vector<double>& clock_f, int64_t end) {
-  // Events: +op at begin, -op at end, clock change at its effect time.
-  struct Ev { int64_t t; int type; uint32_t idx; };  // type 0 = end, 1 = clock, 2 = start
-  std::vector<Ev> ev;
-  ev.reserve(ops.size() * 2 + clock_t.size());
-  for (uint32_t i = 0; i < ops.size(); ++i) {
-    ev.push_back({ops[i].begin, 2, i});
-    ev.push_back({ops[i].end(), 0, i});
+size_t EnergySweep::ask(int64_t when) {
+  const size_t slot = answers_.size();
+  answers_.push_back(0.0);
+  if (when > 0) questions_.emplace_back(when, slot);  // at or before 0: no energy yet
+  return slot;
+}
+
+void EnergySweep::point(int64_t t, double e) {
+  // The integral is linear between breakpoints: a question between the last one and this is answered
+  // on that segment.
+  auto q = questions_.begin();
+  for (; q != questions_.end() && q->first < t; ++q) {
+    const double span = double(t - last_t_);
+    answers_[q->second] = last_e_ + (e - last_e_) * (span > 0 ? double(q->first - last_t_) / span : 0.0);
   }
-  for (uint32_t i = 1; i < clock_t.size(); ++i) ev.push_back({clock_t[i], 1, i});
-  // Clock changes that land at the same time (a later one clamped behind an earlier one) keep their
-  // order: the last is the clock in effect, as the time integration has it.
-  std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
+  questions_.erase(questions_.begin(), q);
+  last_t_ = t;
+  last_e_ = e;
+}
+
+void EnergySweep::recompute() {
+  const GpuTruth& gpu = truths_->gpu();
+  if (running_.empty()) {
+    power_ = gpu.idle_power_w(f_);
+    return;
+  }
+  double sum = 0, mx = 0;
+  for (const auto& [truth, op] : running_) {
+    const double d = truths_->dynamic_part_w(truth, f_);
+    sum += d;
+    mx = std::max(mx, d);
+  }
+  const uint32_t front = running_.front().first;
+  const double stat = truths_->power_w(front, f_) - truths_->dynamic_part_w(front, f_);
+  power_ = std::min(gpu.tdp_w, stat + mx + 0.25 * (sum - mx));
+}
+
+void EnergySweep::sweep(int64_t safe, int64_t end, bool final) {
+  const std::vector<int64_t>& ct = *clock_t_;
+  if (!started_) {
+    // The clock at time 0 is the last change that takes effect by then: every such change is known once
+    // nothing added later may come before a time past 0.
+    if (!final && safe <= 0) return;
+    started_ = true;
+    f_ = clock_f_->front();
+    for (size_t i = 1; i < ct.size() && ct[i] <= 0; ++i) f_ = (*clock_f_)[i];
+    power_ = truths_->gpu().idle_power_w(f_);
+  }
+  for (; next_clock_ < ct.size() && (final || ct[next_clock_] < safe); ++next_clock_)
+    pending_.push_back({ct[next_clock_], next_clock_, 0, 1});
+  std::sort(pending_.begin(), pending_.end(), [](const Event& a, const Event& b) {
     if (a.t != b.t) return a.t < b.t;
     if (a.type != b.type) return a.type < b.type;
     return a.idx < b.idx;
   });
-
-  const GpuTruth& gpu = truths.gpu();
-  EnergyIntegral out;
-  double f = clock_f.front();
-  for (size_t i = 1; i < clock_t.size() && clock_t[i] <= 0; ++i) f = clock_f[i];
-  std::vector<uint32_t> running;  // op indices
-  double power = gpu.idle_power_w(f);
-  auto recompute = [&] {
-    if (running.empty()) {
-      power = gpu.idle_power_w(f);
-      return;
-    }
-    double sum = 0, mx = 0;
-    for (uint32_t o : running) {
-      const double d = truths.dynamic_part_w(ops[o].truth, f);
-      sum += d;
-      mx = std::max(mx, d);
-    }
-    const double stat = truths.power_w(ops[running.front()].truth, f) - truths.dynamic_part_w(ops[running.front()].truth, f);
-    power = std::min(gpu.tdp_w, stat + mx + 0.25 * (sum - mx));
-  };
-  int64_t now = 0;
-  double e = 0;
-  int64_t busy_since = -1;
-  out.t.reserve(ev.size() + 1);
-  out.e_j.reserve(ev.size() + 1);
-  out.t.push_back(0);
-  out.e_j.push_back(0);
-  for (const Ev& x : ev) {
-    const int64_t at = std::clamp<int64_t>(x.t, 0, end);
-    if (at > now) {
-      e += power * double(at - now) * 1e-9;
-      now = at;
-      out.t.push_back(now);
-      out.e_j.push_back(e);
+  std::sort(questions_.begin(), questions_.end());
+  const int64_t last = final ? end : std::numeric_limits<int64_t>::max();
+  size_t k = 0;
+  for (; k < pending_.size() && (final || pending_[k].t < safe); ++k) {
+    const Event& x = pending_[k];
+    const int64_t at = std::clamp<int64_t>(x.t, 0, last);
+    if (at > now_) {
+      e_ += power_ * double(at - now_) * 1e-9;
+      now_ = at;
+      point(now_, e_);
     }
     if (x.type == 2) {
-      if (running.empty()) busy_since = at;
-      running.push_back(x.idx);
+      if (running_.empty()) busy_since_ = at;
+      running_.emplace_back(x.truth, x.idx);
     } else if (x.type == 0) {
-      auto it = std::find(running.begin(), running.end(), x.idx);
-      if (it != running.end()) running.erase(it);
-      if (running.empty() && busy_since >= 0) out.busy_ns += at - busy_since;
+      auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.second == x.idx; });
+      if (it != running_.end()) running_.erase(it);
+      if (running_.empty() && busy_since_ >= 0) busy_ns_ += at - busy_since_;
     } else {
-      f = clock_f[x.idx];
+      f_ = (*clock_f_)[x.idx];
     }
     recompute();
   }
-  if (end > now) {
-    e += power * double(end - now) * 1e-9;
-    out.t.push_back(end);
-    out.e_j.push_back(e);
+  pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(k));
+  if (!final) return;
+  if (end > now_) {
+    e_ += power_ * double(end - now_) * 1e-9;
+    now_ = end;
+    point(now_, e_);
   }
-  out.total_j = e;
-  return out;
+  for (const auto& [when, slot] : questions_) answers_[slot] = last_e_;  // at or past the last breakpoint
+  questions_.clear();
 }
 
 }  // namespace emo::emulator::detail

@@ -444,21 +444,68 @@ namespace {
 
 // A run's op spans are 16 bytes (begin, a 32-bit duration): an op longer than 2^32 ns is held as
 // consecutive spans that cover it exactly, so the energy integral sees the same busy time.
-TEST(OpSpans, AnOpPastFourSecondsIsHeldAsConsecutiveSpans) {
-  std::vector<detail::OpSpan> spans;
-  detail::add_span(spans, 5, 1005, 7);
-  ASSERT_EQ(spans.size(), 1u);
-  EXPECT_EQ(spans[0].begin, 5);
-  EXPECT_EQ(spans[0].end(), 1005);
-  EXPECT_EQ(spans[0].truth, 7u);
-  spans.clear();
-  const int64_t b = 1'000'000'000'000, e = b + 10'000'000'000;  // a 10 s op
-  detail::add_span(spans, b, e, 3);
-  ASSERT_EQ(spans.size(), 3u);
-  EXPECT_EQ(spans.front().begin, b);
-  for (size_t i = 1; i < spans.size(); ++i) EXPECT_EQ(spans[i].begin, spans[i - 1].end());
-  EXPECT_EQ(spans.back().end(), e);
-  for (const auto& s : spans) EXPECT_EQ(s.truth, 3u);
+// The sweep as a run drives it (step by step, each step swept once the next cannot come before its end)
+// and in one go at the end give the same bytes; the energies are the power model's.
+TEST(EnergySweep, SteppedAndWholeSweepsGiveTheSameEnergies) {
+  const device::DeviceProfile p = *device::builtin_profile("h100");
+  const detail::GpuTruth g = detail::make_gpu_truth(p, 3);
+  const std::vector<detail::KernelTruth> truths = {detail::gemm_truth(), detail::stream_truth()};
+  const detail::TruthMemo memo(g, truths);
+  std::vector<int64_t> clock_at = {std::numeric_limits<int64_t>::min()};
+  std::vector<double> clock_mhz = {1980};
+  detail::EnergySweep stepped(memo, clock_at, clock_mhz), whole(memo, clock_at, clock_mhz);
+  // Three steps of 1 ms: a GEMM, a copy overlapping its tail, then idle; from the second step on, at 990 MHz.
+  std::vector<size_t> s_slots, w_slots;
+  auto ask_both = [&](int64_t t) {
+    s_slots.push_back(stepped.ask(t));
+    w_slots.push_back(whole.ask(t));
+  };
+  for (int step = 0; step < 3; ++step) {
+    const int64_t t0 = step * 1'000'000;
+    if (step == 1) {
+      clock_at.push_back(t0 + 25'000);
+      clock_mhz.push_back(990);
+    }
+    ask_both(t0);
+    ask_both(t0 + 333'333);
+    for (auto* s : {&stepped, &whole}) {
+      s->add_op(t0 + 10'000, t0 + 600'000, 0);
+      s->add_op(t0 + 500'000, t0 + 800'000, 1);
+    }
+    ask_both(t0 + 700'001);
+    stepped.advance(t0 + 1'000'000);
+  }
+  ask_both(3'000'000);
+  ask_both(5'000'000);  // past the end: the total
+  stepped.finish(3'000'000);
+  whole.finish(3'000'000);
+  EXPECT_EQ(stepped.total_j(), whole.total_j());
+  EXPECT_EQ(stepped.busy_ns(), 3 * 790'000);
+  EXPECT_EQ(whole.busy_ns(), 3 * 790'000);
+  for (size_t i = 0; i < s_slots.size(); ++i) EXPECT_EQ(stepped.answer(s_slots[i]), whole.answer(w_slots[i])) << i;
+  EXPECT_EQ(whole.answer(w_slots.back()), whole.total_j());
+  EXPECT_EQ(whole.answer(w_slots[0]), 0.0);
+  // The first step from the model: idle, the GEMM alone, both (static once, a quarter of the smaller
+  // dynamic power), the copy alone, idle.
+  auto busy = [&](std::initializer_list<uint32_t> ks, double f) {
+    double sum = 0, mx = 0;
+    for (uint32_t k : ks) {
+      sum += memo.dynamic_part_w(k, f);
+      mx = std::max(mx, memo.dynamic_part_w(k, f));
+    }
+    const uint32_t front = *ks.begin();
+    return std::min(g.tdp_w, memo.power_w(front, f) - memo.dynamic_part_w(front, f) + mx + 0.25 * (sum - mx));
+  };
+  const double f = 1980;
+  const double step0 = g.idle_power_w(f) * 10e-6 + busy({0}, f) * 490e-6 + busy({0, 1}, f) * 100e-6 +
+                       busy({1}, f) * 200e-6 + g.idle_power_w(f) * 200e-6;
+  const size_t one_ms = 3;  // the question at the second step's start (three a step)
+  EXPECT_NEAR(whole.answer(w_slots[one_ms]), step0, 1e-12 * step0);
+  // Between breakpoints the energy is linear: a third into the GEMM-only stretch of the first step.
+  const double at_third = g.idle_power_w(f) * 10e-6 + busy({0}, f) * 323'333e-9;
+  EXPECT_NEAR(whole.answer(w_slots[1]), at_third, 1e-9 * at_third);
+  // The clock change lowers the second step's energy.
+  EXPECT_LT(whole.answer(w_slots[6]) - whole.answer(w_slots[3]), 0.9 * step0);
 }
 
 }  // namespace
