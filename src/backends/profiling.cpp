@@ -91,7 +91,7 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const anal
       pr.traces.push_back(std::move(*t));
       pr.energy.push_back(std::move(rr.energy));
     }
-    return {};
+    return pack::digest_run(w, packing, pr);  // the run's traces freed once what the fit reads is taken
   };
   EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, parse));
   return out;
@@ -138,7 +138,8 @@ Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text
   return out;
 }
 
-Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w) {
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w,
+                                                         const pack::Packing* packing) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return make_error(dir, "no such folder of profiling runs");
   std::vector<std::pair<int, fs::path>> clock_dirs;
@@ -173,6 +174,7 @@ Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir,
       run.traces.push_back(std::move(*t));
       run.energy.push_back(std::move(*log));
     }
+    if (packing != nullptr) EMO_RETURN_IF_ERROR(pack::digest_run(w, *packing, run));
     out.push_back(std::move(run));
   }
   return out;

@@ -303,10 +303,66 @@ PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double
 }
 
 
+namespace {
+trace::RankTrace copy_trace(const trace::RankTrace& t) {
+  trace::RankTrace c;
+  c.path = t.path;
+  c.rank = t.rank;
+  c.world_size = t.world_size;
+  c.origin_ns = t.origin_ns;
+  c.device_name = t.device_name;
+  for (size_t i = 0; i < t.strings.size(); ++i) c.strings.intern(t.strings.view(StrId(i)));
+  c.lanes = t.lanes;
+  c.events = t.events;
+  c.collectives = t.collectives;
+  c.steps = t.steps;
+  return c;
+}
+}  // namespace
+
+Status digest_run(const analysis::Workload& base, const Packing& packing, ProfiledRun& run) {
+  const graph::Graph& g = base.graph;
+  const size_t n_gpu = packing.gpus.size();
+  const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
+  if (run.traces.size() != n_gpu) {
+    return make_error(where, fmt::format("has {} rank traces, the step {}", run.traces.size(), n_gpu));
+  }
+  auto w = analysis::assemble(std::move(run.traces), analysis::LoadOptions{});
+  run.traces.clear();
+  if (!w) return w.error();
+  const graph::Graph& pg = w->graph;
+  const ProfiledOps index(pg);
+  for (size_t r = 0; r < n_gpu; ++r) {
+    if (index.ops(uint32_t(r)) != packing.gpus[r].ops.size()) {
+      return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", r,
+                                           index.ops(uint32_t(r)), packing.gpus[r].ops.size()),
+                        "profile the same step of the same program (same model, batch and parallelism)");
+    }
+  }
+  ProfiledRun::Digest d;
+  d.step_s = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;  // a scan of the graph
+  d.spans.resize(n_gpu);
+  for (size_t r = 0; r < n_gpu; ++r) {
+    const GpuOps& go = packing.gpus[r];
+    d.spans[r].reserve(go.ops.size());
+    for (size_t i = 0; i < go.ops.size(); ++i) {
+      const auto* span = index.find(g, packing, graph::RankIndex(uint32_t(r)), uint32_t(i));
+      if (span == nullptr) {
+        const NodeId n = go.ops[i];
+        return make_error(where, fmt::format("rank {}: op {} ('{}' on stream {}) is not in the profiled step", r, i,
+                                             g.strings.view(g.name[n]), g.lanes[g.lane[n]].stream),
+                          "profile the same step of the same program");
+      }
+      d.spans[r].push_back(*span);
+    }
+  }
+  run.digest = std::move(d);
+  return {};
+}
+
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
                                    const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
                                    const FitOptions& options) {
-  const graph::Graph& g = base.graph;
   PackModels m;
   m.profile = profile;
   std::vector<int> clocks;
@@ -342,52 +398,26 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   for (size_t ri = 0; ri < runs.size(); ++ri) {
     const ProfiledRun& run = runs[ri];
     const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
-    if (run.traces.size() != n_gpu) {
-      return make_error(where, fmt::format("has {} rank traces, the step {}", run.traces.size(), n_gpu));
+    std::optional<ProfiledRun> digested;  // a run given with its traces: digested here, from a copy
+    if (!run.digest) {
+      digested.emplace();
+      digested->clock_mhz = run.clock_mhz;
+      for (const auto& t : run.traces) digested->traces.push_back(copy_trace(t));
+      EMO_RETURN_IF_ERROR(digest_run(base, packing, *digested));
     }
-    analysis::LoadOptions lo;
-    std::vector<trace::RankTrace> copies;
-    // The traces are consumed by assemble(); the caller's are kept, so rebuild from a copy of each.
-    for (const auto& t : run.traces) {
-      trace::RankTrace c;
-      c.path = t.path;
-      c.rank = t.rank;
-      c.world_size = t.world_size;
-      c.origin_ns = t.origin_ns;
-      c.device_name = t.device_name;
-      for (size_t i = 0; i < t.strings.size(); ++i) c.strings.intern(t.strings.view(StrId(i)));
-      c.lanes = t.lanes;
-      c.events = t.events;
-      c.collectives = t.collectives;
-      c.steps = t.steps;
-      copies.push_back(std::move(c));
-    }
-    auto w = analysis::assemble(std::move(copies), lo);
-    if (!w) return w.error();
-    const graph::Graph& pg = w->graph;
-    const ProfiledOps index(pg);
-    const double run_step_s = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;  // a scan of the graph
-    for (size_t r = 0; r < n_gpu; ++r) {
-      step_s[r][ri] = run_step_s;
-      if (index.ops(uint32_t(r)) != packing.gpus[r].ops.size()) {
-        return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", r,
-                                             index.ops(uint32_t(r)), packing.gpus[r].ops.size()),
-                          "profile the same step of the same program (same model, batch and parallelism)");
-      }
-    }
+    const ProfiledRun::Digest& dg = digested ? *digested->digest : *run.digest;
+    if (dg.spans.size() != n_gpu) return make_error(where, fmt::format("has {} ranks, the step {}", dg.spans.size(), n_gpu));
     // Sum member op durations per signature.
     for (size_t r = 0; r < n_gpu; ++r) {
+      step_s[r][ri] = dg.step_s;
       const GpuOps& go = packing.gpus[r];
+      if (dg.spans[r].size() != go.ops.size())
+        return make_error(where, fmt::format("rank {} has {} GPU ops in its digest, the base step {}", r,
+                                             dg.spans[r].size(), go.ops.size()));
       for (size_t i = 0; i < go.ops.size(); ++i) {
-        const auto* span = index.find(g, packing, graph::RankIndex(uint32_t(r)), uint32_t(i));
-        if (span == nullptr) {
-          const NodeId n = go.ops[i];
-          return make_error(where, fmt::format("rank {}: op {} ('{}' on stream {}) is not in the profiled step", r, i,
-                                               g.strings.view(g.name[n]), g.lanes[g.lane[n]].stream),
-                            "profile the same step of the same program");
-        }
+        const auto& span = dg.spans[r][i];
         // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
-        const double d = double(span->second - span->first) * 1e-9;
+        const double d = double(span.second - span.first) * 1e-9;
         sig_time[op_sig[r][i].index()][ri] += d;
         auto& pt = pos_time[op_sig[r][i].index()];
         if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;

@@ -152,7 +152,7 @@ Result<const std::vector<pack::ProfiledRun>*> Session::profiled_runs() {
     }
     StageTimer t(s_->stage_ms, "profile");
     auto runs = dir.empty() ? backends::profile_plan(bench(), *s_->workload, **p)
-                            : backends::read_profiled_dir(dir, *s_->workload);
+                            : backends::read_profiled_dir(dir, *s_->workload, *p);
     if (!runs) return runs.error();
     s_->runs = std::move(*runs);
   }

@@ -70,6 +70,23 @@ TEST(Profiled, FolderGivesTheSameModelsAsInMemoryRuns) {
       EXPECT_NEAR(pack::predict_pack(s.packing, *m1, pack::PackIndex(k), f).energy_j, pack::predict_pack(s.packing, *m2, pack::PackIndex(k), f).energy_j, 1e-9);
     }
   }
+  // Read with the packing, each run is digested as it is read: its traces freed, the very same models.
+  auto digested = read_profiled_dir(dir.path, s.w, &s.packing);
+  ASSERT_TRUE(digested.ok()) << digested.error().what;
+  for (const pack::ProfiledRun& r : *digested) {
+    EXPECT_TRUE(r.digest.has_value());
+    EXPECT_TRUE(r.traces.empty());
+  }
+  EXPECT_FALSE((*from_disk)[0].digest.has_value());
+  auto m3 = pack::fit_pack_models(s.w, s.packing, *digested, s.profile);
+  ASSERT_TRUE(m3.ok()) << m3.error().what;
+  for (size_t g = 0; g < m1->gpus.size(); ++g) {
+    EXPECT_EQ(m3->gpus[g].predicted_j, m1->gpus[g].predicted_j) << g;
+    EXPECT_EQ(m3->gpus[g].dynamic_scale, m1->gpus[g].dynamic_scale) << g;
+  }
+  for (uint32_t k = 0; k < s.packing.packs.size(); ++k)
+    EXPECT_EQ(pack::predict_pack(s.packing, *m3, pack::PackIndex(k), 1200).energy_j,
+              pack::predict_pack(s.packing, *m1, pack::PackIndex(k), 1200).energy_j) << k;
 }
 
 TEST(Profiled, BadFoldersAreClearErrors) {
@@ -95,6 +112,11 @@ TEST(Profiled, BadFoldersAreClearErrors) {
   auto op = pack::make_packs(other, analysis::analyze(other), s.profile, po);
   ASSERT_TRUE(op.ok());
   EXPECT_FALSE(pack::fit_pack_models(other, *op, *runs, s.profile).ok());
+  // Digested as they are read, the runs say it at once, naming the run.
+  auto digest_other = read_profiled_dir(dir.path, other, &*op);
+  ASSERT_FALSE(digest_other.ok());
+  EXPECT_NE(digest_other.error().where.find("profiling run at"), std::string::npos) << digest_other.error().where;
+  EXPECT_NE(digest_other.error().what.find("GPU ops in its step"), std::string::npos) << digest_other.error().what;
   // Only one clock folder left.
   for (size_t i = 1; i < s.packing.plan_clocks_mhz.size(); ++i)
     fs::remove_all(fs::path(dir.path) / (std::to_string(s.packing.plan_clocks_mhz[i]) + "mhz"));

@@ -14,7 +14,7 @@
 namespace emo::backends {
 
 // Runs the packing's profiling plan on `on`: the step at each plan clock, `plan_steps` times, one traced
-// step and the energy log per rank. Emulated devices only; on hardware record the traces at the plan's
+// step and the energy log per rank, each run digested (pack::digest_run) as it ends. Emulated devices only; on hardware record the traces at the plan's
 // clocks (see docs/profiling.md) — any other device gives an Error saying so. `clocks`: these clocks
 // instead of the plan's (one more run where the energy still falls, pack::energy_still_falling).
 Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const analysis::Workload& w,
@@ -25,8 +25,10 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const anal
 // rank R of the step "rank<R>.json" (or .json.gz; a Kineto trace with at least one complete step) and
 // "rank<R>.energy.csv" (the GPU's cumulative energy counter during the run at that clock: an optional
 // "# ..." comment line, the header "t_ns,energy_mj", rows of absolute trace-clock ns and counter mJ).
-// Hardware captures write this layout; `emo profile` writes it from the emulated GPU.
-Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w);
+// Hardware captures write this layout; `emo profile` writes it from the emulated GPU. With `packing`, each
+// run is digested as it is read (pack::digest_run), so that only one run's traces are held at a time.
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w,
+                                                         const pack::Packing* packing = nullptr);
 // Runs the profiling plan (or `clocks`, when given) on an emulated device and writes the folder (built
 // aside, renamed when complete).
 Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,

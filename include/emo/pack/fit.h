@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,20 @@ struct ProfiledRun {
   int clock_mhz = 0;
   std::vector<trace::RankTrace> traces;                  // in the base workload's rank order
   std::vector<std::vector<device::EnergySample>> energy;  // per rank
+  // What the fit reads of the traces (digest_run): the step's time and, per rank, the profiled
+  // [start, end) of each of the base step's GPU ops (Packing::gpus[r].ops order). Once it is set the
+  // traces are no longer needed (digest_run empties them).
+  struct Digest {
+    double step_s = 0;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> spans;
+  };
+  std::optional<Digest> digest;
 };
+
+// Reduces a run to its digest and frees its traces, so that a profiling plan holds each run's traces
+// only while it is read (a run of N ranks is N traces). Errors: a run whose ranks or GPU ops are not the
+// base step's (the message names the run's clock, the rank and the op).
+Status digest_run(const analysis::Workload& base, const Packing& packing, ProfiledRun& run);
 
 struct SignatureModel {
   model::UnitModel unit;   // time and (prior) power of all members' ops together
