@@ -22,12 +22,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The plan's runs on the emulated GPU, one per plan clock, each handed to `consume(i, clock, run)` on
-// the thread that ran it as soon as it ends, so that the runs' trace texts need not all be held at once
-// (each is a whole traced step of every rank). consume returns an error to stop.
+// The plan's runs on the emulated GPU, one per plan clock. Each rank's trace is handed to
+// `rank(i, clock, rank_run)` on the thread that runs it as soon as it is written, so that no run holds
+// every rank's trace text at once; then the run to `done(i, clock, run)` (may be empty). Either returns
+// an error to stop.
+using ConsumeRank = std::function<Status(size_t, int, emulator::RankRun&)>;
 using ConsumeRun = std::function<Status(size_t, int, emulator::RunResult&)>;
 Status emulated_plan_runs(const Target& on, const analysis::Workload& w, const pack::Packing& packing,
-                          const std::vector<int>& clocks, const ConsumeRun& consume) {
+                          const std::vector<int>& clocks, const ConsumeRank& rank, const ConsumeRun& done) {
   auto gpu_or = on.emulated_gpu("profiling runs need a device that can run the workload",
                                 "use emulated:NAME here; on hardware, record the step at each plan clock "
                                 "(docs/profiling.md) and pass the folder with --profiled");
@@ -57,8 +59,9 @@ Status emulated_plan_runs(const Target& on, const analysis::Workload& w, const p
     o.steps = packing.plan_steps;
     o.trace_steps = 1;
     o.seed = uint64_t(clocks[i]) * 7919u + 1;
+    o.take_trace = [&, i](emulator::RankRun& rr) { return rank(i, clocks[i], rr); };
     auto run = gpu.run(w.ranks, emulator::ClockSchedule::locked(clocks[i]), o);
-    status[i] = run ? consume(i, clocks[i], *run) : Status(run.error());
+    status[i] = !run ? Status(run.error()) : done ? done(i, clocks[i], *run) : Status{};
   });
   for (Status& st : status) EMO_RETURN_IF_ERROR(std::move(st));
   return {};
@@ -81,19 +84,19 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const anal
   const std::vector<int>& plan = clocks.empty() ? packing.plan_clocks_mhz : clocks;
   // Each run's rank traces parsed on its thread as it ends, each text freed once parsed.
   std::vector<pack::ProfiledRun> out(plan.size());
-  const ConsumeRun parse = [&](size_t i, int clock, emulator::RunResult& run) -> Status {
+  const ConsumeRank parse = [&](size_t i, int clock, emulator::RankRun& rr) -> Status {
     pack::ProfiledRun& pr = out[i];
     pr.clock_mhz = clock;
-    for (auto& rr : run.ranks) {
-      auto t = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
-      std::string().swap(rr.trace_json);
-      if (!t) return t.error();
-      pr.traces.push_back(std::move(*t));
-      pr.energy.push_back(std::move(rr.energy));
-    }
-    return pack::digest_run(w, packing, pr);  // the run's traces freed once what the fit reads is taken
+    auto t = trace::parse_trace(rr.trace_json, fmt::format("emulated {} MHz rank {}", clock, rr.rank));
+    std::string().swap(rr.trace_json);
+    if (!t) return t.error();
+    pr.traces.push_back(std::move(*t));
+    pr.energy.push_back(std::move(rr.energy));
+    return {};
   };
-  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, parse));
+  // The run's traces freed once what the fit reads is taken.
+  const ConsumeRun digest = [&](size_t i, int, emulator::RunResult&) { return pack::digest_run(w, packing, out[i]); };
+  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, parse, digest));
   return out;
 }
 
@@ -185,17 +188,17 @@ Status write_profiled_dir(const Target& on, const analysis::Workload& w, const p
   AtomicDir out;
   EMO_RETURN_IF_ERROR(out.open(dir, "profiling folder"));
   std::mutex writing;
-  const ConsumeRun write = [&](size_t, int clock, emulator::RunResult& run) -> Status {
+  const std::vector<int>& plan = clocks.empty() ? packing.plan_clocks_mhz : clocks;
+  std::vector<uint32_t> next_rank(plan.size(), 0);  // per run: the ranks come in order
+  const ConsumeRank write = [&](size_t i, int clock, emulator::RankRun& rr) -> Status {
     std::lock_guard<std::mutex> lock(writing);
-    for (size_t r = 0; r < run.ranks.size(); ++r) {
-      const std::string stem = fmt::format("{}mhz/rank{}", clock, w.graph.rank_id(graph::RankIndex(uint32_t(r))));
-      EMO_RETURN_IF_ERROR(out.write(stem + ".json", run.ranks[r].trace_json));
-      std::string().swap(run.ranks[r].trace_json);
-      EMO_RETURN_IF_ERROR(out.write(stem + ".energy.csv", emulator::energy_log_csv(run.ranks[r], on.spec_text())));
-    }
-    return {};
+    const uint32_t r = next_rank[i]++;
+    const std::string stem = fmt::format("{}mhz/rank{}", clock, w.graph.rank_id(graph::RankIndex(r)));
+    EMO_RETURN_IF_ERROR(out.write(stem + ".json", rr.trace_json));
+    std::string().swap(rr.trace_json);
+    return out.write(stem + ".energy.csv", emulator::energy_log_csv(rr, on.spec_text()));
   };
-  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, clocks.empty() ? packing.plan_clocks_mhz : clocks, write));
+  EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, write, nullptr));
   return out.commit();
 }
 

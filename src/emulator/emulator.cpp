@@ -320,6 +320,7 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
   if (!traced.empty()) {
     for (size_t r = 0; r < n_ranks; ++r) {
       out.ranks[r].trace_json = detail::write_kineto(ranks, uint32_t(r), program, traced, profile_);
+      if (options.take_trace) EMO_RETURN_IF_ERROR(options.take_trace(out.ranks[r]));
     }
   }
   return out;

@@ -48,6 +48,37 @@ TEST(Emulator, DefaultClockReproducesTheTrace) {
   EXPECT_LT(run->energy_j, 2 * p.tdp_w.value * span_s);
 }
 
+// A caller that takes each rank's trace as it is written gets the same text as the run would hold, rank
+// by rank with the rank's energy already in; an error it returns ends the run.
+TEST(Emulator, TracesAreHandedOverRankByRankAsWritten) {
+  auto w = synth_workload(synth::Workload::kTrainDP, 3, 2);
+  RunOptions o;
+  o.steps = 3;
+  auto whole = gpu("a100").run(w.ranks, ClockSchedule::locked(1200), o);
+  ASSERT_TRUE(whole.ok()) << whole.error().what;
+  std::vector<std::string> taken;
+  o.take_trace = [&](RankRun& rr) -> Status {
+    EXPECT_FALSE(rr.energy.empty());
+    EXPECT_GT(rr.energy_j, 0);
+    taken.push_back(std::move(rr.trace_json));
+    return {};
+  };
+  auto handed = gpu("a100").run(w.ranks, ClockSchedule::locked(1200), o);
+  ASSERT_TRUE(handed.ok()) << handed.error().what;
+  ASSERT_EQ(taken.size(), 3u);
+  for (size_t r = 0; r < taken.size(); ++r) {
+    EXPECT_EQ(taken[r], whole->ranks[r].trace_json) << r;
+    EXPECT_TRUE(handed->ranks[r].trace_json.empty()) << r;
+    EXPECT_EQ(handed->ranks[r].energy_j, whole->ranks[r].energy_j) << r;
+  }
+  int calls = 0;
+  o.take_trace = [&](RankRun&) -> Status { return ++calls == 2 ? make_error("disk", "full") : Status{}; };
+  auto stopped = gpu("a100").run(w.ranks, ClockSchedule::locked(1200), o);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().what, "full");
+  EXPECT_EQ(calls, 2);
+}
+
 // Energy per step: the steps add up to the run, and a run that starts at the default clock and lowers
 // it within the first step spends more in that step than in the next ones (so evaluations leave the
 // first step out of energy as they do of time).

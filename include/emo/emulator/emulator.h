@@ -46,6 +46,8 @@ inline constexpr int kMaxRunSteps = 1000;  // steps a user asks for (evaluate, a
 inline constexpr int64_t kMaxRunNodeSteps = 200'000'000;
 inline constexpr int kMaxEmulatedSteps = 10'000'000;
 
+struct RankRun;
+
 struct RunOptions {
   int steps = 1;           // the step is run this many times back to back (see kMaxRunNodeSteps)
   int trace_steps = 1;     // the last `trace_steps` steps are written to the Kineto trace (0: none)
@@ -55,6 +57,10 @@ struct RunOptions {
   // Evaluation only (hardware has no such thing): the exact cumulative energy of each GPU every
   // `probe_period_ns` (0 = none), for per-pack energy truth in fidelity reports.
   int64_t probe_period_ns = 0;
+  // When set: called with each rank's run as soon as its trace is written (its energy, busy time and probes
+  // are already in), so that the caller can parse or store the text and free it before the next rank's is
+  // written; an error stops the run and is returned.
+  std::function<Status(RankRun&)> take_trace;
 };
 
 using device::EnergySample;
