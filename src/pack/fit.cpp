@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace emo::pack {
 
@@ -174,12 +173,12 @@ ProfiledOps::ProfiledOps(const graph::Graph& pg) {
   index_.resize(pops.size());
   counts_.resize(pops.size());
   for (size_t r = 0; r < pops.size(); ++r) {
-    std::map<std::pair<int32_t, std::string>, uint32_t> occ;
     for (NodeId n : pops[r]) {
-      const int32_t stream = pg.lanes[pg.lane[n]].stream;
-      std::string name(pg.strings.view(pg.name[n]));
-      const uint32_t k = occ[{stream, name}]++;
-      index_[r][Key{stream, std::move(name), k}] = {pg.meas_start_ns[n], pg.meas_end_ns[n]};
+      const std::string_view name = pg.strings.view(pg.name[n]);
+      auto it = names_.find(name);
+      if (it == names_.end()) it = names_.emplace(std::string(name), uint32_t(names_.size())).first;
+      const uint64_t key = (uint64_t(uint32_t(pg.lanes[pg.lane[n]].stream)) << 32) | it->second;
+      index_[r][key].emplace_back(pg.meas_start_ns[n], pg.meas_end_ns[n]);
     }
     counts_[r] = pops[r].size();
   }
@@ -191,8 +190,11 @@ const std::pair<int64_t, int64_t>* ProfiledOps::find(const graph::Graph& g, cons
   if (gpu >= index_.size()) return nullptr;
   const GpuOps& go = packing.gpus[gpu];
   const NodeId n = go.ops[i];
-  auto it = index_[gpu].find(Key{g.lanes[g.lane[n]].stream, std::string(g.strings.view(g.name[n])), go.occurrence[i]});
-  return it == index_[gpu].end() ? nullptr : &it->second;
+  const auto name = names_.find(g.strings.view(g.name[n]));
+  if (name == names_.end()) return nullptr;
+  const auto it = index_[gpu].find((uint64_t(uint32_t(g.lanes[g.lane[n]].stream)) << 32) | name->second);
+  if (it == index_[gpu].end() || go.occurrence[i] >= it->second.size()) return nullptr;
+  return &it->second[go.occurrence[i]];
 }
 
 std::vector<PackIndex> packs_held_at_default(const Packing& p, const PackModels& m) {

@@ -8,10 +8,11 @@
 #pragma once
 
 #include <algorithm>
-#include <map>
-#include <string>
-#include <tuple>
+#include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -154,15 +155,14 @@ class ProfiledOps {
   size_t ops(uint32_t rank) const { return rank < counts_.size() ? counts_[rank] : 0; }
 
  private:
-  struct Key {
-    int32_t stream;
-    std::string name;
-    uint32_t occurrence;
-    bool operator<(const Key& o) const {
-      return std::tie(stream, occurrence, name) < std::tie(o.stream, o.occurrence, o.name);
-    }
+  // A transparent hash, so that a name is looked up from its view.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::vector<std::map<Key, std::pair<int64_t, int64_t>>> index_;
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> names_;  // kernel name -> id
+  // Per rank: (stream, name id) -> the spans of its ops in index order (the k-th is occurrence k).
+  std::vector<std::unordered_map<uint64_t, std::vector<std::pair<int64_t, int64_t>>>> index_;
   std::vector<size_t> counts_;
 };
 
