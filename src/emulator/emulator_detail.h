@@ -65,7 +65,8 @@ class EnergySweep {
   int64_t last_t_ = 0;  // the last breakpoint (the integral starts at (0, 0))
   double last_e_ = 0;
   std::vector<std::pair<uint32_t, uint64_t>> running_;  // (truth, op index), in order of starting
-  std::vector<std::pair<int64_t, size_t>> questions_;   // (when, slot), unanswered
+  std::vector<std::pair<int64_t, size_t>> questions_;   // (when, slot): answered before next_question_
+  size_t next_question_ = 0;
   std::vector<double> answers_;
 };
 

@@ -23,12 +23,11 @@ size_t EnergySweep::ask(int64_t when) {
 void EnergySweep::point(int64_t t, double e) {
   // The integral is linear between breakpoints: a question between the last one and this is answered
   // on that segment.
-  auto q = questions_.begin();
-  for (; q != questions_.end() && q->first < t; ++q) {
+  for (; next_question_ < questions_.size() && questions_[next_question_].first < t; ++next_question_) {
+    const auto& [when, slot] = questions_[next_question_];
     const double span = double(t - last_t_);
-    answers_[q->second] = last_e_ + (e - last_e_) * (span > 0 ? double(q->first - last_t_) / span : 0.0);
+    answers_[slot] = last_e_ + (e - last_e_) * (span > 0 ? double(when - last_t_) / span : 0.0);
   }
-  questions_.erase(questions_.begin(), q);
   last_t_ = t;
   last_e_ = e;
 }
@@ -68,6 +67,7 @@ void EnergySweep::sweep(int64_t safe, int64_t end, bool final) {
     if (a.type != b.type) return a.type < b.type;
     return a.idx < b.idx;
   });
+  // The questions not answered yet (the last sweep dropped the answered ones), in time order.
   std::sort(questions_.begin(), questions_.end());
   const int64_t last = final ? end : std::numeric_limits<int64_t>::max();
   size_t k = 0;
@@ -92,14 +92,18 @@ void EnergySweep::sweep(int64_t safe, int64_t end, bool final) {
     recompute();
   }
   pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(k));
+  questions_.erase(questions_.begin(), questions_.begin() + std::ptrdiff_t(next_question_));
+  next_question_ = 0;
   if (!final) return;
   if (end > now_) {
     e_ += power_ * double(end - now_) * 1e-9;
     now_ = end;
     point(now_, e_);
   }
-  for (const auto& [when, slot] : questions_) answers_[slot] = last_e_;  // at or past the last breakpoint
+  for (size_t q = next_question_; q < questions_.size(); ++q)
+    answers_[questions_[q].second] = last_e_;  // at or past the last breakpoint
   questions_.clear();
+  next_question_ = 0;
 }
 
 }  // namespace emo::emulator::detail

@@ -504,6 +504,7 @@ TEST(EnergySweep, SteppedAndWholeSweepsGiveTheSameEnergies) {
       s->add_op(t0 + 500'000, t0 + 800'000, 1);
     }
     ask_both(t0 + 700'001);
+    ask_both(t0 + 900'000);  // idle: in the last step, on the stretch the finish closes
     stepped.advance(t0 + 1'000'000);
   }
   ask_both(3'000'000);
@@ -530,13 +531,17 @@ TEST(EnergySweep, SteppedAndWholeSweepsGiveTheSameEnergies) {
   const double f = 1980;
   const double step0 = g.idle_power_w(f) * 10e-6 + busy({0}, f) * 490e-6 + busy({0, 1}, f) * 100e-6 +
                        busy({1}, f) * 200e-6 + g.idle_power_w(f) * 200e-6;
-  const size_t one_ms = 3;  // the question at the second step's start (three a step)
+  const size_t one_ms = 4;  // the question at the second step's start (four a step)
   EXPECT_NEAR(whole.answer(w_slots[one_ms]), step0, 1e-12 * step0);
   // Between breakpoints the energy is linear: a third into the GEMM-only stretch of the first step.
   const double at_third = g.idle_power_w(f) * 10e-6 + busy({0}, f) * 323'333e-9;
   EXPECT_NEAR(whole.answer(w_slots[1]), at_third, 1e-9 * at_third);
   // The clock change lowers the second step's energy.
-  EXPECT_LT(whole.answer(w_slots[6]) - whole.answer(w_slots[3]), 0.9 * step0);
+  EXPECT_LT(whole.answer(w_slots[8]) - whole.answer(w_slots[4]), 0.9 * step0);
+  // The last step's idle tail (its copy ends at 2.8 ms): 0.1 ms of idle power at 990 MHz short of the total.
+  const double tail = whole.total_j() - g.idle_power_w(990) * 100e-6;
+  EXPECT_NEAR(whole.answer(w_slots[11]), tail, 1e-9 * tail);
+  EXPECT_NEAR(stepped.answer(s_slots[11]), tail, 1e-9 * tail);
 }
 
 }  // namespace
