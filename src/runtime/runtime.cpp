@@ -57,7 +57,6 @@ struct Runtime::Impl {
   Controller controller;
   RuntimeReport report;
   bool failed = false;
-  int64_t next_poll = 0;
 
   explicit Impl(RuntimeOptions opts)
       : o(std::move(opts)), monitor(o.program.max_slowdown, o.phases), controller(o.program.default_clock_mhz) {}
@@ -81,39 +80,41 @@ struct Runtime::Impl {
     return mhz == o.program.default_clock_mhz ? o.clock->reset_sm_clock() : o.clock->lock_sm_clock(mhz);
   }
 
-  // One energy-counter read, fed to the monitor's update log.
-  std::optional<double> read_counter() {
-    if (!o.energy_j) return std::nullopt;
-    auto e = o.energy_j();
-    next_poll = now_ns() + int64_t(o.counter_poll_ms * 1e6);
-    if (!e) {
-      std::lock_guard<std::mutex> lk(state_mu);
-      if (report.errors.size() < 16) report.errors.push_back(e.error());
-      return std::nullopt;
+  // The meter: reads the energy counter every counter_poll_ms on a thread of its own and feeds the
+  // monitor's update log, each reading stamped at the middle of its call. A read can be slow (NVML's
+  // energy counter took 3.2 ms a read, p99 13.6 ms, on an H200 on 2026-12-04: scripts/gpu_dry_run.py),
+  // so the thread that issues clock changes never makes one: a change is never late by a read.
+  std::thread meter_thread;
+  void meter() {
+    const int64_t period = std::max<int64_t>(int64_t(o.counter_poll_ms * 1e6), 100'000);
+    std::unique_lock<std::mutex> lk(mu);
+    while (!stopping) {
+      lk.unlock();
+      const int64_t t0 = now_ns();
+      auto e = o.energy_j();
+      const int64_t t1 = now_ns();
+      {
+        std::lock_guard<std::mutex> state(state_mu);
+        if (!e) {
+          if (report.errors.size() < 16) report.errors.push_back(e.error());
+        } else {
+          monitor.counter(0, t0 + (t1 - t0) / 2, *e);
+        }
+      }
+      lk.lock();
+      cv.wait_until(lk, at_time(t0 + period), [&] { return stopping; });
     }
-    std::lock_guard<std::mutex> lk(state_mu);
-    monitor.counter(0, now_ns(), *e);
-    return *e;
   }
 
-  // Waits (holding `lk` on return) until `deadline_ns` or `pred`, reading the counter every
-  // counter_poll_ms meanwhile.
+  // Waits (holding `lk` on return) until `deadline_ns` or `pred`.
   template <class Pred>
   void wait(std::unique_lock<std::mutex>& lk, int64_t deadline_ns, Pred pred) {
     while (!pred()) {
-      const int64_t now = now_ns();
-      if (now >= deadline_ns) return;
-      if (o.energy_j && now >= next_poll) {
-        lk.unlock();
-        (void)read_counter();
-        lk.lock();
-        continue;
-      }
-      const int64_t until = o.energy_j ? std::min(deadline_ns, next_poll) : deadline_ns;
-      if (until == INT64_MAX) {
+      if (deadline_ns == INT64_MAX) {
         cv.wait(lk);
       } else {
-        cv.wait_until(lk, at_time(until));
+        if (now_ns() >= deadline_ns) return;
+        cv.wait_until(lk, at_time(deadline_ns));
       }
     }
   }
@@ -127,9 +128,8 @@ struct Runtime::Impl {
       const auto [step, anchor] = anchors.front();
       anchors.pop_front();
       lk.unlock();
-      const std::optional<double> reading = read_counter();
       std::unique_lock<std::mutex> state(state_mu);
-      monitor.anchor(step, anchor, reading);
+      monitor.anchor(step, anchor, std::nullopt);  // the energy at the anchor: from the meter's updates
       if (auto fb = monitor.check(step)) {
         report.fallbacks.push_back(*fb);
         say(fmt::format("warning: emo runtime: the policy is dropped for the default clock from step {}: measured "
@@ -202,6 +202,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(RuntimeOptions o) {
   if (impl->o.energy_j) impl->monitor.expect_gpus(1);
   Impl* raw = impl.get();
   raw->thread = std::thread([raw] { raw->run(); });
+  if (raw->o.energy_j) raw->meter_thread = std::thread([raw] { raw->meter(); });
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
@@ -245,6 +246,7 @@ Result<RuntimeReport> Runtime::stop() {
   }
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
+  if (m.meter_thread.joinable()) m.meter_thread.join();
   m.stopped = true;
   m.report.measured = m.monitor.report();
   m.report.steps.assign(m.monitor.steps().begin(), m.monitor.steps().end());

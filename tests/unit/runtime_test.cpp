@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -190,6 +191,63 @@ TEST(Runtime, ADryRunDecidesEveryChangeAndCallsNothing) {
     EXPECT_GE(is["late_us"].get<double>(), 0.0);
     EXPECT_GE(is["step"].get<int>(), 2);
   }
+}
+
+TEST(Runtime, ASlowEnergyCounterNeverDelaysAClockChange) {
+  // NVML's energy counter took 3.2 ms a read (p99 13.6 ms) on an H200 (scripts/gpu_dry_run.py): here
+  // each read takes 40 ms, longer than a step. The counter is read on a thread of its own, never on
+  // the one that sets the clock, so each step's changes go when due, as with no counter at all (a
+  // runtime that read it at every anchor would make each step's 1200 too late and supersede it).
+  struct Counter {
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    int reads = 0;
+  } counter;
+  class ThreadClock final : public ClockControl {
+   public:
+    std::string describe() const override { return "threads"; }
+    Status lock_sm_clock(int) override { return note(); }
+    Status reset_sm_clock() override { return note(); }
+    std::set<std::thread::id> threads;
+    std::mutex mu;
+
+   private:
+    Status note() {
+      std::lock_guard<std::mutex> lk(mu);
+      threads.insert(std::this_thread::get_id());
+      return {};
+    }
+  } clock;
+  RuntimeOptions o;
+  o.program = two_changes();
+  o.clock = &clock;
+  o.phases = PhaseOptions{2, false, 1, 0};
+  o.log_to_stderr = false;
+  o.energy_j = [&counter]() -> Result<double> {
+    std::this_thread::sleep_for(40ms);
+    std::lock_guard<std::mutex> lk(counter.mu);
+    counter.threads.insert(std::this_thread::get_id());
+    return double(++counter.reads);
+  };
+  auto rt = Runtime::start(std::move(o));
+  ASSERT_TRUE(rt.ok()) << rt.error().message();
+  for (int k = 0; k < 8; ++k) {
+    (*rt)->step_begin();
+    std::this_thread::sleep_for(12ms);
+    (*rt)->step_end();
+  }
+  auto rep = (*rt)->stop();
+  ASSERT_TRUE(rep.ok()) << rep.error().message();
+  // Steps 2–7 run the policy: 1200 then 1500 each, as in the test above.
+  EXPECT_EQ(rep->issues.size() + size_t(rep->skipped_superseded), 12u);
+  EXPECT_LE(rep->skipped_superseded, 2);
+  std::lock_guard<std::mutex> lk(counter.mu);
+  EXPECT_GE(counter.reads, 2);
+  ASSERT_EQ(counter.threads.size(), 1u);
+  // The clock is set by the controller thread (and reset by stop()'s caller), never by the meter.
+  EXPECT_EQ(clock.threads.count(*counter.threads.begin()), 0u);
+  EXPECT_EQ(clock.threads.count(std::this_thread::get_id()), 1u);
+  EXPECT_EQ(clock.threads.size(), 2u);
 }
 
 TEST(Runtime, MeasuresTheSavingFromAnEnergyCounterThatMovesEvery10ms) {
