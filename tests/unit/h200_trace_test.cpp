@@ -1,0 +1,98 @@
+// Real traces recorded on an NVIDIA H200 with the project's own capture settings (emo.torch's
+// profiler_kwargs: CPU and CUDA activities, enable_cuda_sync_events; torch 2.11.0+cu130, CUDA 13.0,
+// CUPTI 13.0.1) by scripts/gpu_dry_run.py on 2026-12-04: a 4-layer transformer encoder's training step
+// and a one-sequence inference step (tests/data/traces/README.md). Newer Kineto repeats each
+// ProfilerStep on the GPU's timeline (cat gpu_user_annotation): the step is the host's, and the GPU's
+// copy is neither a step nor a GPU op. Checked against the JSON read here on its own (zlib + nlohmann).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "emo/analysis/analysis.h"
+
+namespace emo::analysis {
+namespace {
+
+std::string data_path(const std::string& name) { return std::string(EMO_TEST_DATA_DIR) + "/traces/" + name; }
+
+nlohmann::json read_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error("cannot open " + path);
+  std::string text;
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  gzclose(f);
+  return nlohmann::json::parse(text);
+}
+
+// What the file says of its last host ProfilerStep: its number, its duration (ns) and how many GPU
+// ops (kernels, copies, memsets) were launched from inside it.
+struct Expected {
+  int64_t step = -1;
+  int64_t dur_ns = 0;
+  int64_t gpu_ops = 0;
+  int gpu_step_copies = 0;  // ProfilerSteps on the GPU's timeline
+};
+
+Expected expected(const nlohmann::json& doc) {
+  Expected x;
+  const nlohmann::json* last = nullptr;
+  std::unordered_map<int64_t, double> launch_ts;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    const std::string name = e.value("name", ""), cat = e.value("cat", "");
+    if (name.rfind("ProfilerStep#", 0) == 0) {
+      if (cat == "gpu_user_annotation") {
+        ++x.gpu_step_copies;
+      } else if (last == nullptr || e["ts"].get<double>() > (*last)["ts"].get<double>()) {
+        last = &e;
+      }
+    }
+    if ((cat == "cuda_runtime" || cat == "cuda_driver") && e.contains("args") && e["args"].contains("correlation"))
+      launch_ts[e["args"]["correlation"].get<int64_t>()] = e["ts"].get<double>();
+  }
+  if (last == nullptr) return x;
+  x.step = std::stoll((*last)["name"].get<std::string>().substr(13));
+  const double b = (*last)["ts"].get<double>(), d = (*last)["dur"].get<double>();
+  x.dur_ns = int64_t(d * 1000 + 0.5);
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string cat = e.value("cat", "");
+    if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
+    auto it = launch_ts.find(e["args"]["correlation"].get<int64_t>());
+    if (it != launch_ts.end() && it->second >= b && it->second <= b + d) ++x.gpu_ops;
+  }
+  return x;
+}
+
+void check(const std::string& file) {
+  SCOPED_TRACE(file);
+  const Expected x = expected(read_gz(data_path(file)));
+  ASSERT_GE(x.step, 0);
+  ASSERT_GT(x.gpu_ops, 10);
+  EXPECT_GT(x.gpu_step_copies, 0);  // the file has the GPU's copies this test is about
+  auto w = load({data_path(file)}, LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(w->steps.size(), 1u);
+  EXPECT_EQ(w->steps[0], x.step);
+  const Analysis a = analyze(*w);
+  ASSERT_EQ(a.gpus.size(), 1u);
+  EXPECT_EQ(a.gpus[0].ops, x.gpu_ops);
+  EXPECT_NEAR(double(a.measured_span_ns), double(x.dur_ns), 1000.0);
+  EXPECT_LT(std::abs(a.replay_error_pct), 0.5);
+  // Recorded on an H200: said against an H100 profile, not against its own.
+  const auto other = device_warnings(*w, "h100");
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_NE(other[0].find("H200"), std::string::npos) << other[0];
+  EXPECT_TRUE(device_warnings(*w, "h200").empty());
+}
+
+TEST(H200Traces, TrainingStepIsTheHostsStepWithEveryGpuOpLaunchedInIt) { check("h200_transformer_train.json.gz"); }
+
+TEST(H200Traces, OneSequenceInferenceStepIsReadTheSameWay) { check("h200_transformer_infer.json.gz"); }
+
+}  // namespace
+}  // namespace emo::analysis
