@@ -42,3 +42,30 @@ def test_first_ops_anchor_errors_and_issue_leads(tmp_path):
     policy = {"packs": [{"first": {"index": 0}}, {"first": {"index": 1}}]}
     issues = {"records": [{"step": 1, "pack": 1}, {"step": 2, "pack": 0}], "at_ns": [BASE + 11_000_000, BASE + 20_600_000]}
     assert g.issue_leads(ops, issues, anchors, policy) == [500.0, -100.0]
+
+
+def test_gpu_copies_of_profiler_steps_are_not_steps_and_relative_ts_gets_the_base(tmp_path):
+    # Newer Kineto writes ts relative to baseTimeNanoseconds and repeats each ProfilerStep on the GPU's
+    # timeline (gpu_user_annotation): only the host's steps count.
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "ts": 100.0, "dur": 900, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#5", "ts": 150.0, "dur": 800, "pid": 0, "tid": 7},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0, "dur": 5, "pid": 1, "tid": 1,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "k", "ts": 150.0, "dur": 40, "pid": 0, "tid": 7,
+           "args": {"correlation": 1, "stream": 7}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"baseTimeNanoseconds": BASE, "traceEvents": ev}))
+    ops = g.gpu_ops_by_step(str(p))
+    assert ops == [(5, [(BASE + 150_000, "k", 7)])]
+    # Older Kineto: ts since the epoch, the base not added again.
+    ev2 = [dict(e, ts=e["ts"] + BASE / 1000) for e in ev]
+    p.write_text(json.dumps({"baseTimeNanoseconds": BASE, "traceEvents": ev2}))
+    assert abs(g.gpu_ops_by_step(str(p))[0][1][0][0] - (BASE + 150_000)) < 1000  # µs in a double since 1970
+
+
+def test_a_packs_first_op_is_found_by_stream_name_and_occurrence():
+    ops = [(10, "a", 7), (20, "b", 7), (30, "a", 8), (40, "a", 7)]
+    assert g.find_op(ops, {"index": 0, "stream": 7, "name": "a", "occurrence": 1}) == (40, "a", 7)
+    assert g.find_op(ops, {"index": 0, "stream": 8, "name": "a", "occurrence": 0}) == (30, "a", 8)
+    assert g.find_op(ops, {"index": 0, "stream": 7, "name": "a", "occurrence": 2}) is None
+    assert g.find_op(ops, {"index": 1}) == (20, "b", 7)
