@@ -330,12 +330,17 @@ def measure(name, step, out_dir, steps, emo_mod, torch, cuda=True):
     for _ in range(5):
         step()
     t0 = time.perf_counter()
-    with et.capture(cap, steps=2, wait=1, warmup=1) as p:
-        for _ in range(4):
+    with et.capture(cap, steps=2, wait=3, warmup=1) as p:
+        for _ in range(6):
             step()
             p.step()
     res["capture_s"] = time.perf_counter() - t0
     trace = os.path.join(cap, "rank0.json.gz")
+    with gzip.open(trace, "rt") as f:
+        res["untraced_step_us"] = json.load(f).get("emo_untraced_step_us")
+    a = emo_mod.analyze([trace], cpu_ops_as_kernels=not cuda)
+    res["traced_step_us"] = a.measured_span_us
+    res["warnings"] = a.warnings
     t0 = time.perf_counter()
     pol = emo_mod.optimize([trace], device=profile_name(torch), max_slowdown=0.05, cpu_ops_as_kernels=not cuda)
     res["optimize_s"] = time.perf_counter() - t0
@@ -345,8 +350,9 @@ def measure(name, step, out_dir, steps, emo_mod, torch, cuda=True):
     res["predicted"] = pol.document.get("predicted")
     # The dry run, recorded.
     stream = torch.cuda.current_stream().cuda_stream if cuda else 0
-    rt = emo_mod._emo.Runtime(pol.text, "policy.json", rank=0, clock="", gpu_anchor=cuda, stream=stream,
-                              block_steps=4, log=False)
+    # A dry run (clock ""): every change decided, none made; the energy counter (read only) beside it.
+    rt = emo_mod._emo.Runtime(pol.text, "policy.json", rank=0, clock="", meter=0 if cuda else -1, gpu_anchor=cuda,
+                              stream=stream, block_steps=4, log=False)
     handler = et.trace_handler(os.path.join(out_dir, name, "dry_run"))
     from torch.profiler import profile, schedule
     t0 = time.perf_counter()

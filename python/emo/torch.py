@@ -87,15 +87,79 @@ def trace_handler(out_dir: Optional[str] = None, gzip: bool = True):
     return ready
 
 
-def capture(out_dir: Optional[str] = None, steps: int = 2, wait: int = 1, warmup: int = 1, gzip: bool = True):
+class _StepClock:
+    """The period of a job's steps without the profiler: a mark at each step boundary (a CUDA event on
+    the current stream when there is a GPU, so that an asynchronous loop is timed on the GPU's side;
+    else the wall clock), read once when the profiler starts recording."""
+
+    UNTRACED_KEY = "emo_untraced_step_us"
+
+    def __init__(self) -> None:
+        torch = _torch()
+        self._cuda = torch.cuda.is_available()
+        self._marks: List[Any] = []
+
+    def mark(self) -> None:
+        if self._cuda:
+            torch = _torch()
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self._marks.append(ev)
+        else:
+            import time
+
+            self._marks.append(time.perf_counter())
+
+    def _read(self) -> List[float]:
+        if len(self._marks) < 2:
+            return []
+        if self._cuda:
+            self._marks[-1].synchronize()
+            return [1000.0 * a.elapsed_time(b) for a, b in zip(self._marks, self._marks[1:])]
+        return [1e6 * (b - a) for a, b in zip(self._marks, self._marks[1:])]
+
+    def periods_us(self) -> List[float]:
+        return self._read()
+
+    def write_into(self, prof) -> None:
+        """Adds the periods to the trace `prof` is recording (a top-level key of the exported file, read
+        by EMO, which warns when the recorded step is slower than these: docs/replay.md)."""
+        import json
+
+        p = [round(x, 3) for x in self.periods_us() if x > 0]
+        if p and hasattr(prof, "add_metadata_json"):
+            prof.add_metadata_json(self.UNTRACED_KEY, json.dumps(p))
+
+
+def capture(out_dir: Optional[str] = None, steps: int = 2, wait: int = 3, warmup: int = 1, gzip: bool = True):
     """A torch.profiler.profile that records `steps` steps after `wait` + `warmup` others and writes them
-    with trace_handler(out_dir). Use it as torch's own: `with emo.torch.capture(d) as p: ... p.step()`."""
-    from torch.profiler import profile, schedule
+    with trace_handler(out_dir). Use it as torch's own: `with emo.torch.capture(d) as p: ... p.step()`.
+    The `wait` steps run without the profiler and are timed: their periods go into the trace
+    (`emo_untraced_step_us`), so that EMO can say when the profiler slowed the recorded step."""
+    from torch.profiler import ProfilerAction, profile, schedule
 
     if steps < 1 or wait < 0 or warmup < 0:
         raise ValueError("capture: steps must be 1 or more, wait and warmup 0 or more")
-    return profile(schedule=schedule(wait=wait, warmup=warmup, active=steps, repeat=1),
-                   on_trace_ready=trace_handler(out_dir, gzip), **profiler_kwargs())
+
+    class _Capture(profile):
+        def start(self):
+            self._emo_clock = _StepClock()
+            self._emo_sent = False
+            super().start()
+            if self.current_action == ProfilerAction.NONE:
+                self._emo_clock.mark()
+
+        def step(self):
+            if self.current_action == ProfilerAction.NONE:
+                self._emo_clock.mark()  # the end of an untraced step
+            super().step()
+            recording = self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+            if recording and not self._emo_sent:
+                self._emo_sent = True
+                self._emo_clock.write_into(self)
+
+    return _Capture(schedule=schedule(wait=wait, warmup=warmup, active=steps, repeat=1),
+                    on_trace_ready=trace_handler(out_dir, gzip), **profiler_kwargs())
 
 
 class EnergyOptimizer:
@@ -149,10 +213,15 @@ class EnergyOptimizer:
         self._solve_started_at = 0
         self._history: List[Dict[str, Any]] = []
         self._waiting_for_rank0 = False
+        self._clock: Optional[_StepClock] = None
 
     # ---- the hooks ----
     def on_step_begin(self) -> None:
         self._raise_if_failed()
+        if self.phase == "warmup" and self._step >= 1:  # the warm-up steps after the first are timed
+            if self._clock is None:
+                self._clock = _StepClock()
+            self._clock.mark()
         if self.phase == "warmup" and self._step >= self.warmup_steps:
             self._start_capture()
         elif self.phase == "solve" and not self.emulated and self._step >= self._solve_started_at + self.solve_wait_steps:
@@ -245,6 +314,8 @@ class EnergyOptimizer:
         self._prof = profile(schedule=schedule(wait=0, warmup=0, active=self.capture_steps, repeat=1),
                              on_trace_ready=self._handler, **profiler_kwargs())
         self._prof.start()
+        if self._clock is not None:
+            self._clock.write_into(self._prof)  # the untraced steps' periods, into the trace
         self.phase = "capture"
         self._say(f"emo: capturing {self.capture_steps} steps")
 

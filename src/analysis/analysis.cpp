@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "emo/base/parallel.h"
+#include "emo/base/stats.h"
 #include "emo/dist/dist.h"
 #include "emo/trace/runtime_calls.h"
 
@@ -618,6 +619,32 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
     out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
                               "e.g. {}: the GPU work they started is missing from the step",
                               ll.lost, ll.launches, kLostLaunchDoubtPct, ll.example));
+  }
+  // The profiler's own cost: a step that took longer under the profiler than the same job's steps without
+  // it (emo.torch.capture times a few before it records) ran a slower host than the job does.
+  int slowed = 0;
+  std::string slowed_first;
+  for (size_t r = 0; r < w.ranks.size() && r < w.steps.size(); ++r) {
+    const trace::RankTrace& t = w.ranks[r];
+    if (t.untraced_step_ns.empty() || w.steps[r] < 0) continue;
+    const auto st = std::find_if(t.steps.begin(), t.steps.end(), [&](const trace::Step& x) { return x.number == w.steps[r]; });
+    if (st == t.steps.end() || st->dur_ns <= 0) continue;
+    const double untraced = median(std::vector<double>(t.untraced_step_ns.begin(), t.untraced_step_ns.end()));
+    const double pct = 100.0 * (double(st->dur_ns) / untraced - 1.0);
+    if (!(pct > kProfilerSlowdownDoubtPct)) continue;
+    if (slowed++ == 0) {
+      slowed_first = fmt::format("{}{:.3f} ms under the profiler, {:.3f} ms without it (the median of {} steps "
+                                 "emo.torch.capture timed, emo_untraced_step_us): {:+.0f} %",
+                                 t.path.empty() ? "" : t.path + ": ", double(st->dur_ns) / 1e6, untraced / 1e6,
+                                 t.untraced_step_ns.size(), pct);
+    }
+  }
+  if (slowed > 0) {
+    out.push_back(fmt::format("the profiler slowed the step on {} of {} ranks by more than {:g} % ({}): the host ran "
+                              "slower in this trace than in the job, so GPU slack the trace shows may be the "
+                              "profiler's own and a policy made from it can slow the job past its bound; measure it "
+                              "in the job (emo apply --verify, or the runtime's verify phase)",
+                              slowed, w.ranks.size(), kProfilerSlowdownDoubtPct, slowed_first));
   }
   if (std::abs(a.replay_error_pct) > kReplayDoubtPct) {
     out.push_back(fmt::format("the replay of the step takes {:+.1f} % the time the trace measured (more than "

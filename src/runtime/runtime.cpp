@@ -87,9 +87,12 @@ struct Runtime::Impl {
   std::thread meter_thread;
   void meter() {
     const int64_t period = std::max<int64_t>(int64_t(o.counter_poll_ms * 1e6), 100'000);
-    std::unique_lock<std::mutex> lk(mu);
-    while (!stopping) {
-      lk.unlock();
+    for (;;) {
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        last = stopping;  // one more read once asked to stop: after the last anchor, for its window
+      }
       const int64_t t0 = now_ns();
       auto e = o.energy_j();
       const int64_t t1 = now_ns();
@@ -101,7 +104,8 @@ struct Runtime::Impl {
           monitor.counter(0, t0 + (t1 - t0) / 2, *e);
         }
       }
-      lk.lock();
+      if (last) return;
+      std::unique_lock<std::mutex> lk(mu);
       cv.wait_until(lk, at_time(t0 + period), [&] { return stopping; });
     }
   }

@@ -641,6 +641,7 @@ class Importer {
   bool communication_name(std::string_view name);
   Status read_distributed_info(size_t b, size_t e);
   Status read_device_properties(size_t b, size_t e);
+  void read_untraced_steps(size_t b, size_t e);
 
   RankTrace t_;
   ReadOptions opt_;
@@ -713,7 +714,8 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
   size_t events_open = kNpos, events_close = kNpos;
   std::vector<size_t> seps;  // chunk separators inside traceEvents (',' between events)
   size_t events_seen = 0;
-  size_t dist_b = kNpos, dist_e = 0, dev_b = kNpos, dev_e = 0, base_b = kNpos, base_e = 0;
+  size_t dist_b = kNpos, dist_e = 0, dev_b = kNpos, dev_e = 0, base_b = kNpos, base_e = 0, untraced_b = kNpos,
+         untraced_e = 0;
   bool et_nodes = false, et_schema = false;  // the keys of an execution trace (ExecutionTraceObserver)
   ++i;
   for (bool first = true;; first = false) {
@@ -765,6 +767,9 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
       } else if (key == "baseTimeNanoseconds") {
         base_b = i;
         base_e = end;
+      } else if (key == "emo_untraced_step_us") {
+        untraced_b = i;
+        untraced_e = end;
       } else if (key == "nodes" && data[i] == '[') {
         et_nodes = true;
       } else if (key == "schema") {
@@ -814,6 +819,7 @@ Status Importer::parse(char* data, size_t size, size_t allocated) {
   }
   if (dist_b != kNpos) EMO_RETURN_IF_ERROR(read_distributed_info(dist_b, dist_e));
   if (dev_b != kNpos) EMO_RETURN_IF_ERROR(read_device_properties(dev_b, dev_e));
+  if (untraced_b != kNpos) read_untraced_steps(untraced_b, untraced_e);
 
   // Untouched reserved pages cost no memory, so reserving one row per
   // element (flows and metadata included) is free where it is too much.
@@ -1515,6 +1521,36 @@ Status Importer::read_distributed_info(size_t b, size_t e) {
                       "from another run?");
   }
   return {};
+}
+
+// "emo_untraced_step_us": [p0, p1, ...] (emo.torch.capture, through torch.profiler's add_metadata_json),
+// or the same array in a string (add_metadata). Anything else is said in the import stats and ignored.
+void Importer::read_untraced_steps(size_t b, size_t e) {
+  std::string text(data_ + b, e - b);
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+  std::vector<int64_t> out;
+  bool ok = text.size() >= 2 && text.front() == '[' && text.back() == ']';
+  size_t i = 1;
+  while (ok && i + 1 < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+    if (i + 1 >= text.size()) break;
+    char* stop = nullptr;
+    const double v = std::strtod(text.c_str() + i, &stop);
+    if (stop == text.c_str() + i || !(v > 0) || !(v < 1e12) || out.size() >= 4096) {
+      ok = false;
+      break;
+    }
+    out.push_back(static_cast<int64_t>(v * 1000.0 + 0.5));
+    i = size_t(stop - text.c_str());
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+    if (i < text.size() && text[i] == ',') ++i;
+    else if (i + 1 != text.size()) ok = false;
+  }
+  if (!ok) {
+    t_.stats.add("emo_untraced_step_us is not an array of positive numbers (ignored)", text.substr(0, 64));
+    return;
+  }
+  t_.untraced_step_ns = std::move(out);
 }
 
 Status Importer::read_device_properties(size_t b, size_t e) {

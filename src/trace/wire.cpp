@@ -14,7 +14,7 @@ namespace emo::trace {
 namespace {
 
 constexpr char kMagic[4] = {'E', 'M', 'O', 'W'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 class Writer {
  public:
@@ -90,6 +90,7 @@ std::string to_wire(const RankTrace& t) {
   w.pod(static_cast<int32_t>(t.world_size));
   w.pod(t.origin_ns);
   w.str(t.device_name);
+  w.vec(t.untraced_step_ns);
   w.pod(static_cast<uint64_t>(t.strings.size()));
   for (size_t i = 1; i < t.strings.size(); ++i) w.str(t.strings.view(static_cast<StrId>(i)));
   w.vec(t.lanes);
@@ -125,6 +126,7 @@ Result<RankTrace> from_wire(std::string_view bytes) {
   t.world_size = r.pod<int32_t>();
   t.origin_ns = r.pod<int64_t>();
   t.device_name = std::string(r.str());
+  r.vec(t.untraced_step_ns);
   const auto strings = r.pod<uint64_t>();
   for (uint64_t i = 1; r.ok() && i < strings; ++i) {
     if (t.strings.intern(r.str()) != i) return make_error(t.path, "a rank trace from another process has repeated strings");

@@ -72,6 +72,45 @@ TEST(StepDoubt, LaunchesWithoutGpuActivityAreSaidButNotMemsets) {
   EXPECT_TRUE(warnings_of({TraceJson().launch("gemm", 7, 0, 10, 100, 1).runtime("cudaMemsetAsync", 6, 2, 2).str()}).empty());
 }
 
+// A step of 200 µs (ProfilerStep#1) with the job's untraced step periods in the file, as
+// emo.torch.capture writes them (`value`: the raw JSON of emo_untraced_step_us).
+std::string timed_step(const std::string& value) {
+  std::string json = TraceJson().step(1, 0, 200).launch("gemm", 7, 10, 20, 100, 1).str();
+  const std::string head = "{\"schemaVersion\":1,";
+  return json.replace(0, head.size(), head + "\"emo_untraced_step_us\":" + value + ",");
+}
+
+TEST(StepDoubt, AStepTheProfilerSlowedAgainstTheJobsUntracedStepsIsSaid) {
+  // 200 µs recorded, 120 µs without the profiler (the median of 110, 120, 130): +67 %.
+  const auto w = warnings_of({timed_step("[110, 120.0, 130]")});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("the profiler slowed the step on 1 of 1 ranks by more than 10 % (rank0.json: 0.200 ms under "
+                       "the profiler, 0.120 ms without it (the median of 3 steps emo.torch.capture timed, "
+                       "emo_untraced_step_us): +67 %)",
+                       0),
+            0u)
+      << w[0];
+  // The same periods written as a string (torch.profiler's add_metadata) are read alike.
+  EXPECT_EQ(warnings_of({timed_step("\"[110, 120, 130]\"")}), w);
+  // Within 10 %: nothing to say.
+  EXPECT_TRUE(warnings_of({timed_step("[190, 185]")}).empty());
+  // Not a list of positive numbers: ignored, and said as an import stat.
+  for (const char* bad : {"[120, -3]", "[120 130]", "{\"a\": 1}", "[\"x\"]"}) {
+    auto t = trace::parse_trace(timed_step(bad), "rank0.json");
+    ASSERT_TRUE(t.ok()) << t.error().message();
+    EXPECT_TRUE(t->untraced_step_ns.empty()) << bad;
+    bool said = false;
+    for (const auto& r : t->stats.rows) said |= r.what.find("emo_untraced_step_us is not an array") != std::string::npos;
+    EXPECT_TRUE(said) << bad;
+  }
+  auto t = trace::parse_trace(timed_step("[110, 120.5]"), "rank0.json");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->untraced_step_ns, (std::vector<int64_t>{110000, 120500}));
+  auto back = trace::from_wire(trace::to_wire(*t));  // a process of an MPI run hands it on
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->untraced_step_ns, t->untraced_step_ns);
+}
+
 TEST(StepDoubt, AReplayFarFromTheTraceIsSaid) {
   // Two kernels recorded at once on one stream: the replay runs them one after the other, 210 µs
   // against the 110 measured (+90.9 %).

@@ -96,6 +96,9 @@ inline constexpr double kReplayDoubtPct = 5.0;
 inline constexpr double kLostLaunchDoubtPct = 1.0;
 // ... and rank files whose captures start further apart than this (seconds).
 inline constexpr double kCaptureGapDoubtS = 600.0;
+// A step that took this much longer under the profiler than the job's steps without it (the file's
+// emo_untraced_step_us, which emo.torch.capture writes).
+inline constexpr double kProfilerSlowdownDoubtPct = 10.0;
 // Groups of ranks that share no collective (separate jobs) whose steps differ by more than this.
 inline constexpr double kRankGroupSpanDoubtPct = 5.0;
 
@@ -113,7 +116,9 @@ LostLaunches lost_launches(const Workload& w);
 // ranks whose steps are different ProfilerSteps or were captured far apart (kCaptureGapDoubtS), ranks
 // recorded on different GPUs, collectives whose matched kernels disagree (BuildStats::
 // collectives_inconsistent), groups of ranks that share no collective with steps of different lengths
-// (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), a replay away from the measured step (kReplayDoubtPct).
+// (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), a step the
+// profiler slowed against the job's untraced steps (kProfilerSlowdownDoubtPct), a replay away from the
+// measured step (kReplayDoubtPct).
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
 
 // A trace recorded on another GPU model than `profile_name` ("h100", from --device): its model

@@ -131,6 +131,9 @@ struct RankTrace {
   int world_size = -1;       // distributedInfo.world_size; -1 when absent
   int64_t origin_ns = 0;     // absolute time (ns) of ts_ns == 0: baseTimeNanoseconds + first ts
   std::string device_name;   // deviceProperties[0].name when present
+  // The job's steps timed without the profiler, when the file says (the top-level
+  // "emo_untraced_step_us" that emo.torch.capture adds: each a step's period, in µs).
+  std::vector<int64_t> untraced_step_ns;
   StringTable strings;
   std::vector<Lane> lanes;
   std::vector<Event> events;  // sorted by (ts_ns asc, dur_ns desc, lane): parents before children

@@ -219,6 +219,8 @@ emo::Status setup(Injection& inj) {
   o.launch = launch->fn;
   if (clock == "dry-run") {
     o.dry_run = true;
+    auto dev = emo::device::open_nvml_device(int(gpu));  // the energy counter, read only: measured, nothing set
+    if (dev) inj.device = std::move(*dev);
   } else if (clock == "nvml") {
     auto dev = emo::device::open_nvml_device(int(gpu));
     if (!dev) return dev.error();
