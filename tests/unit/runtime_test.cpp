@@ -2,6 +2,7 @@
 // `emo apply`'s emulated job (emo/backends/apply.h) against `emo evaluate`'s measurement.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -248,6 +249,28 @@ TEST(Runtime, ASlowEnergyCounterNeverDelaysAClockChange) {
   EXPECT_EQ(clock.threads.count(*counter.threads.begin()), 0u);
   EXPECT_EQ(clock.threads.count(std::this_thread::get_id()), 1u);
   EXPECT_EQ(clock.threads.size(), 2u);
+}
+
+TEST(Runtime, TheMeterSpendsAtMostATenthOfItsTimeInReads) {
+  // A 5 ms read polled every 2 ms would be read back to back (about 45 times in 300 ms), the driver
+  // in an NVML call all the time beside the job (docs/runtime.md): the meter waits ten reads' time
+  // between reads instead.
+  std::atomic<int> reads{0};
+  RecordingClock clock;
+  RuntimeOptions o = options(&clock);
+  o.energy_j = [&reads]() -> Result<double> {
+    std::this_thread::sleep_for(5ms);
+    return double(++reads);
+  };
+  auto rt = Runtime::start(std::move(o));
+  ASSERT_TRUE(rt.ok()) << rt.error().message();
+  for (int k = 0; k < 20; ++k) {
+    (*rt)->step_begin();
+    std::this_thread::sleep_for(15ms);
+  }
+  ASSERT_TRUE((*rt)->stop().ok());
+  EXPECT_GE(reads.load(), 2);
+  EXPECT_LE(reads.load(), 12);  // 300 ms / 55 ms, the last read at stop(), and room for a slow machine
 }
 
 TEST(Runtime, MeasuresTheSavingFromAnEnergyCounterThatMovesEvery10ms) {

@@ -36,7 +36,8 @@ struct RuntimeOptions {
   ClockControl* clock = nullptr;      // required unless dry_run
   std::function<Result<double>()> energy_j;  // the GPU's energy counter (J); optional
   double energy_update_ms = 100;      // the counter's update period: blocks span 25 of them
-  double counter_poll_ms = 2;         // the meter thread reads the counter this often (updates found by change)
+  double counter_poll_ms = 2;         // the meter thread reads the counter this often (updates found by change),
+                                      // or 10 times a read's own time apart when reads are slower than 0.2 ms
   PhaseOptions phases{0, false, 2, 10};   // block_steps 0: from the policy's predicted step time
   bool dry_run = false;               // decide and record every change, call nothing
   // Anchor on the GPU: host functions enqueued on `stream` with `launch` (cuda_launch_host_func()
