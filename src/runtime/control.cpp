@@ -141,6 +141,36 @@ double Accumulator::se() const {
   return std::sqrt(var / double(n));
 }
 
+PairedRatio paired_ratio(const std::deque<std::pair<Mode, double>>& blocks, bool both_sides) {
+  PairedRatio out;
+  Accumulator r;
+  const size_t n = blocks.size();
+  size_t next = 0;  // the first default block after i (n: none)
+  std::optional<double> prev;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& [mode, v] = blocks[i];
+    if (mode == Mode::kDefault) {
+      prev = v;
+      continue;
+    }
+    if (next <= i) {
+      next = i + 1;
+      while (next < n && blocks[next].first != Mode::kDefault) ++next;
+    }
+    if (both_sides && (next >= n || !prev)) continue;
+    double ref = 0;
+    int refs = 0;
+    if (prev && *prev > 0) ref += *prev, ++refs;
+    if (next < n && blocks[next].second > 0) ref += blocks[next].second, ++refs;
+    if (refs == 0 || !(v > 0)) continue;
+    r.add(v / (ref / refs));
+  }
+  out.n = int(r.n);
+  out.ratio = r.mean();
+  out.se = r.se();
+  return out;
+}
+
 Mode Monitor::mode_of(int step) const {
   if (fallback_from_ >= 0 && step >= fallback_from_) return Mode::kDefault;
   return planned_mode(phases_, step);
@@ -191,16 +221,19 @@ void Monitor::anchor(int step, int64_t anchor_ns, std::optional<double> energy_j
     if (!steps_.empty()) steps_.back().time_ns = t;
     if (last_measured_ && t > 0) {
       sides_[side_of(last_.mode)].time_ns.add(double(t));
-      if (!open_.active) open_ = Open{true, last_.mode, last_.anchor_ns, last_.energy_j, 0};
+      if (!open_.active) open_ = Open{true, last_.mode, last_.anchor_ns, last_.energy_j, 0, 0};
       ++open_.steps;
+      open_.time_ns += double(t);
     }
   }
   const bool measured = have_last_ && last_.mode == r.mode && last_.block == r.block;
   if (open_.active && !measured) {  // the block's measured steps end at this anchor
     pending_.push_back(Window{open_.mode, open_.a0, anchor_ns, open_.e0, energy_j, open_.steps});
+    block_time_.emplace_back(open_.mode, open_.time_ns / double(open_.steps));
+    if (block_time_.size() > kKeptBlocks) block_time_.pop_front();
     if (pending_.size() > kKeptSteps) pending_.pop_front();  // no energy is coming for them
     ++sides_[side_of(open_.mode)].blocks;
-    if (open_.mode == Mode::kPolicy) policy_block_closed_ = true;
+    if (open_.mode == Mode::kPolicy || phases_.verify) block_closed_ = true;  // verify: a default block completes a pair
     open_.active = false;
   }
   last_ = r;
@@ -243,6 +276,8 @@ void Monitor::finalize_windows() {
       Side& sd = sides_[side_of(w.mode)];
       const double e = *e1 - *e0;
       sd.window_j_per_step.add(e / w.steps);
+      block_energy_.emplace_back(w.mode, e / w.steps);
+      if (block_energy_.size() > kKeptBlocks) block_energy_.pop_front();
       sd.window_j += e;
       sd.window_steps += w.steps;
     }
@@ -258,18 +293,20 @@ void Monitor::finalize_windows() {
 }
 
 std::optional<Fallback> Monitor::check(int next_step) {
-  if (fallback_from_ >= 0 || !policy_block_closed_) return std::nullopt;
-  policy_block_closed_ = false;
+  if (fallback_from_ >= 0 || !block_closed_) return std::nullopt;
+  block_closed_ = false;
   const Side& d = sides_[0];
   const Side& p = sides_[1];
   if (d.blocks < 2 && phases_.verify) return std::nullopt;
   if (d.time_ns.n < 2 || p.time_ns.n < 2 || p.blocks < 2) return std::nullopt;
-  const auto [r, se] = ratio(p.time_ns.mean(), p.time_ns.se(), d.time_ns.mean(), d.time_ns.se());
-  const double slow = r - 1;
+  const PairedRatio pr = paired_ratio(block_time_, phases_.verify);
+  if (pr.n < 2) return std::nullopt;
+  const double slow = pr.ratio - 1, se = pr.se;
   // Over the bound on the mean: dropped now. Within it, but not by 2 SE: dropped once there are
-  // kMinPolicySteps measured policy steps (a few noisy first steps do not drop a good policy).
+  // kMinPolicySteps measured policy steps in kMinPairs blocks (a few noisy first blocks, whose
+  // standard error says little, do not drop a good policy).
   if (slow + 2 * se <= max_slowdown_) return std::nullopt;
-  if (slow <= max_slowdown_ && p.time_ns.n < kMinPolicySteps) return std::nullopt;
+  if (slow <= max_slowdown_ && (p.time_ns.n < kMinPolicySteps || pr.n < kMinPairs)) return std::nullopt;
   Fallback f;
   f.step = next_step;
   f.slowdown_pct = 100 * slow;
@@ -297,16 +334,25 @@ MeasuredReport Monitor::report() const {
   };
   fill(sides_[0], m.default_side);
   fill(sides_[1], m.policy_side);
-  const auto [tr, tse] = ratio(m.policy_side.time_us, m.policy_side.time_se_us, m.default_side.time_us,
-                               m.default_side.time_se_us);
+  auto [tr, tse] = ratio(m.policy_side.time_us, m.policy_side.time_se_us, m.default_side.time_us,
+                         m.default_side.time_se_us);
+  // With two policy blocks or more beside default ones, the paired estimate (drift left out).
+  if (const PairedRatio pr = paired_ratio(block_time_); pr.n >= 2) {
+    tr = pr.ratio;
+    tse = pr.se;
+  }
   if (tr > 0) {
     m.slowdown_pct = 100 * (tr - 1);
     m.slowdown_se_pct = 100 * tse;
     if (m.policy_side.steps >= 2 && m.default_side.steps >= 2)
       m.slowdown_ci_pct = {m.slowdown_pct - 196 * tse, m.slowdown_pct + 196 * tse};
   }
-  const auto [er, ese] = ratio(m.policy_side.energy_j, m.policy_side.energy_se_j, m.default_side.energy_j,
-                               m.default_side.energy_se_j);
+  auto [er, ese] = ratio(m.policy_side.energy_j, m.policy_side.energy_se_j, m.default_side.energy_j,
+                         m.default_side.energy_se_j);
+  if (const PairedRatio pr = paired_ratio(block_energy_); pr.n >= 2) {
+    er = pr.ratio;
+    ese = pr.se;
+  }
   if (er > 0) {
     m.saving_pct = 100 * (1 - er);
     m.saving_se_pct = 100 * ese;

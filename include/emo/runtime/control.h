@@ -146,6 +146,19 @@ struct Accumulator {
   double se() const;  // standard error of the mean; 0 below 2 samples
 };
 
+// Policy blocks against default blocks, robust to a job that drifts (on an H200 a job's mean step time
+// moved 12.0 -> 13.3 ms over 8 s of one clock, and consecutive steps correlate at 0.6: per-step
+// standard errors there are 4-10 times too small). Each policy block's value is divided by the mean of
+// the nearest default block before it and the nearest after it (the one there is, while the next is not
+// measured yet, unless `both_sides`: then such a block waits for it); the estimate is the mean of those
+// ratios, its standard error theirs.
+struct PairedRatio {
+  double ratio = 0;  // mean of the policy blocks' ratios (0: none)
+  double se = 0;     // over the ratios (0 below two)
+  int n = 0;         // policy blocks with a default block beside them
+};
+PairedRatio paired_ratio(const std::deque<std::pair<Mode, double>>& blocks, bool both_sides = false);
+
 class Monitor {
  public:
   Monitor(double max_slowdown, PhaseOptions phases) : max_slowdown_(max_slowdown), phases_(phases) {}
@@ -163,11 +176,16 @@ class Monitor {
   }
   // The mode of the next step: the phases' plan, or the default clock for good after a fallback.
   Mode mode_of(int step) const;
-  // After each closed policy block (with at least 2 measured blocks of each mode): drops the policy
-  // when its measured slowdown is over the bound, or when mean + 2 SE is and kMinPolicySteps policy
-  // steps have been measured. Returns the fallback when it fires.
+  // After each closed block (with at least 2 policy blocks paired with default ones; with verify, each
+  // between the default blocks on both its sides, so a policy block waits for the next one): drops the
+  // policy when its measured slowdown (paired_ratio over the blocks' mean step times) is over the bound,
+  // or when mean + 2 SE is, kMinPolicySteps policy steps and kMinPairs policy blocks have been
+  // measured. Returns the fallback when it fires.
   std::optional<Fallback> check(int next_step);
   static constexpr int64_t kMinPolicySteps = 30;
+  static constexpr int kMinPairs = 4;
+  // Closed blocks kept for the paired estimates (older ones go).
+  static constexpr size_t kKeptBlocks = 4096;
   // The last kKeptSteps steps (older ones live on in the statistics only).
   static constexpr size_t kKeptSteps = 4096;
   const std::deque<StepRecord>& steps() const { return steps_; }
@@ -202,10 +220,13 @@ class Monitor {
     int64_t a0 = 0;
     std::optional<double> e0;
     int steps = 0;
+    double time_ns = 0;  // the measured steps' time
   } open_;
+  std::deque<std::pair<Mode, double>> block_time_;    // closed blocks' mean step time (ns), in order
+  std::deque<std::pair<Mode, double>> block_energy_;  // measured windows' J per step, in order
   std::deque<Window> pending_;
   Side sides_[2];
-  bool policy_block_closed_ = false;
+  bool block_closed_ = false;
   std::vector<Fallback> fallbacks_;
   int fallback_from_ = -1;
   std::vector<std::deque<std::pair<int64_t, double>>> updates_;  // per GPU: (first seen, value)
