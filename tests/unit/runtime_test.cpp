@@ -69,16 +69,21 @@ RuntimeOptions options(RecordingClock* clock) {
   return o;
 }
 
-TEST(Runtime, IssuesEachStepsChangesFromItsAnchorOnTheControllerThreadAndResetsAtStop) {
-  RecordingClock clock;
-  auto rt = Runtime::start(options(&clock));
-  ASSERT_TRUE(rt.ok()) << rt.error().message();
-  for (int k = 0; k < 8; ++k) {
+// Starts a runtime, runs `steps` steps of `each` (step_begin, the step, step_end) and stops it.
+Result<RuntimeReport> run_steps(RuntimeOptions o, int steps, std::chrono::milliseconds each) {
+  auto rt = Runtime::start(std::move(o));
+  if (!rt.ok()) return rt.error();
+  for (int k = 0; k < steps; ++k) {
     (*rt)->step_begin();
-    std::this_thread::sleep_for(12ms);
+    std::this_thread::sleep_for(each);
     (*rt)->step_end();
   }
-  auto rep = (*rt)->stop();
+  return (*rt)->stop();
+}
+
+TEST(Runtime, IssuesEachStepsChangesFromItsAnchorOnTheControllerThreadAndResetsAtStop) {
+  RecordingClock clock;
+  auto rep = run_steps(options(&clock), 8, 12ms);
   ASSERT_TRUE(rep.ok()) << rep.error().message();
   const auto calls = clock.calls();
   // Steps 0–1 are the reference (the default clock, already in effect: no call); steps 2–7 run the
@@ -230,14 +235,7 @@ TEST(Runtime, ASlowEnergyCounterNeverDelaysAClockChange) {
     counter.threads.insert(std::this_thread::get_id());
     return double(++counter.reads);
   };
-  auto rt = Runtime::start(std::move(o));
-  ASSERT_TRUE(rt.ok()) << rt.error().message();
-  for (int k = 0; k < 8; ++k) {
-    (*rt)->step_begin();
-    std::this_thread::sleep_for(12ms);
-    (*rt)->step_end();
-  }
-  auto rep = (*rt)->stop();
+  auto rep = run_steps(std::move(o), 8, 12ms);
   ASSERT_TRUE(rep.ok()) << rep.error().message();
   // Steps 2–7 run the policy: 1200 then 1500 each, as in the test above.
   EXPECT_EQ(rep->issues.size() + size_t(rep->skipped_superseded), 12u);
