@@ -373,7 +373,9 @@ def measure(name, step, out_dir, steps, emo_mod, torch, cuda=True):
     anchors = [a["anchor_realtime_ns"] for a in rep["anchors"]]
     res["anchors"] = len(anchors)
     res["profiled_steps"] = len(ops)
-    res["anchor_error_us"] = summary(anchor_errors(ops, anchors))
+    errs = anchor_errors(ops, anchors)
+    res["anchor_error_us"] = summary(errs)
+    res["anchor_abs_error_us"] = summary([abs(e) for e in errs])  # its p99 is the goal's (< 1 ms)
     res["issue_lead_us"] = summary(issue_leads(ops, {"records": rep["issues"], "at_ns": rep["issue_realtime_ns"]},
                                                anchors, pol.document))
     res["issue_late_us"] = summary([r["late_us"] for r in rep["issues"]])
