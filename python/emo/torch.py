@@ -212,6 +212,7 @@ class EnergyOptimizer:
         self._replanned = 0
         self._solve_started_at = 0
         self._history: List[Dict[str, Any]] = []
+        self._warnings: List[str] = []  # what emo.optimize doubts about the captured step
         self._waiting_for_rank0 = False
         self._clock: Optional[_StepClock] = None
 
@@ -247,11 +248,13 @@ class EnergyOptimizer:
     # ---- what happened ----
     def report(self) -> Dict[str, Any]:
         """At least `saving_pct` and `slowdown_pct` as measured (None until measured), the phase, the
-        device, the bound the policy was made for, the fallbacks and the re-plans."""
+        device, the bound the policy was made for, the fallbacks, the re-plans, and `warnings`: what
+        emo.optimize doubted about the captured step (e.g. that the profiler slowed it)."""
         self._raise_if_failed()
         out: Dict[str, Any] = {"phase": self.phase, "device": self.device, "max_slowdown": self.max_slowdown,
                                "bound": self._bound, "replans": self._replanned, "saving_pct": None,
-                               "slowdown_pct": None, "fallbacks": [], "history": list(self._history)}
+                               "slowdown_pct": None, "fallbacks": [], "history": list(self._history),
+                               "warnings": list(self._warnings)}
         measured = None
         if self._runtime is not None:
             snap = self._runtime.snapshot()
@@ -353,6 +356,9 @@ class EnergyOptimizer:
                 pol = _optimize(traces, device=self._profile_device(), max_slowdown=self._bound,
                                 cpu_ops_as_kernels=stand_in)
                 pol.save(os.path.join(self.work_dir, "policy.json"))
+                self._warnings = list(pol.warnings)
+                for w in self._warnings:
+                    self._say(f"emo: warning: {w}")
                 self._policy = pol
                 if not self.emulated:
                     return
@@ -399,7 +405,7 @@ class EnergyOptimizer:
                 self._thread.join()
             failed = repr(self._error) if self._error is not None else None
             box = [{"result": self._result, "history": self._history, "bound": self._bound,
-                    "replanned": self._replanned, "failed": failed}]
+                    "replanned": self._replanned, "failed": failed, "warnings": self._warnings}]
         d.broadcast_object_list(box, src=0)
         self._waiting_for_rank0 = False
         got = box[0]
@@ -408,6 +414,7 @@ class EnergyOptimizer:
                 raise RuntimeError(f"emo: rank 0 failed: {got['failed']}")
             self._result, self._history = got["result"], got["history"]
             self._bound, self._replanned = got["bound"], got["replanned"]
+            self._warnings = list(got.get("warnings", []))
             self._policy = Policy.load(os.path.join(self.work_dir, "policy.json"))
             self.phase = "done"
         self._raise_if_failed()

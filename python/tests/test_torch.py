@@ -53,16 +53,17 @@ def test_capture_writes_one_gzipped_trace_per_rank_that_emo_reads(tmp_path):
 
 
 def _sleepy_step(traced_ms, untraced_ms):
-    """A step of a little CPU work that sleeps `traced_ms` while the profiler records, else `untraced_ms`
-    (a host the profiler slows, or not)."""
+    """A step of a few tiny operators that sleeps `traced_ms` while the profiler records, else
+    `untraced_ms` (a host the profiler slows, or not): the sleep is nearly all of it, so a busy machine
+    moves both alike."""
     import time
 
     from torch.autograd import _profiler_enabled
 
-    step = _model()
+    x = torch.ones(16)
 
     def run():
-        step()
+        x.add_(1.0).mul_(0.5)
         time.sleep((traced_ms if _profiler_enabled() else untraced_ms) / 1e3)
 
     return run
@@ -76,7 +77,7 @@ def _untraced(path):
 def test_capture_times_the_untraced_steps_and_emo_says_when_the_profiler_slowed_the_step(tmp_path):
     # The wait steps run without the profiler: their periods go into the trace, and EMO compares them
     # with the recorded step (docs/replay.md, "When emo doubts a step").
-    for name, traced, untraced, doubted in (("slowed", 30, 8, True), ("same", 15, 15, False)):
+    for name, traced, untraced, doubted in (("slowed", 80, 20, True), ("same", 40, 40, False)):
         run = _sleepy_step(traced, untraced)
         out = tmp_path / name
         with et.capture(str(out), steps=2, wait=3, warmup=1) as p:
@@ -85,26 +86,32 @@ def test_capture_times_the_untraced_steps_and_emo_says_when_the_profiler_slowed_
                 p.step()
         periods = _untraced(out / "rank0.json.gz")
         assert periods is not None and len(periods) == 3, periods
-        assert all(untraced * 1e3 <= x < untraced * 1e3 + 50e3 for x in periods), periods
+        assert all(x >= untraced * 1e3 for x in periods), periods
         said = [w for w in emo.analyze(out, cpu_ops_as_kernels=True).warnings if "profiler slowed" in w]
         assert bool(said) == doubted, said
         if doubted:
             assert "emo_untraced_step_us" in said[0] and "verify" in said[0]
 
 
-def test_the_energy_optimizer_times_its_warm_up_steps_into_the_trace(tmp_path):
-    run = _sleepy_step(4, 4)
-    opt = et.EnergyOptimizer(max_slowdown=0.05, device="emulated:h100", work_dir=str(tmp_path), warmup_steps=4)
-    for _ in range(200):
-        opt.on_step_begin()
-        run()
-        opt.on_step_end()
-        if opt.phase in ("done", "failed"):
-            break
-    opt.close()
-    periods = _untraced(tmp_path / "capture" / "rank0.json.gz")
-    assert periods is not None and len(periods) == 3, periods  # warm-up steps 1..3 (the first is left out)
-    assert all(x >= 4e3 for x in periods), periods
+def test_the_energy_optimizer_times_its_warm_up_steps_into_the_trace_and_reports_the_doubt(tmp_path):
+    for name, traced, untraced, doubted in (("same", 40, 40, False), ("slowed", 80, 20, True)):
+        run = _sleepy_step(traced, untraced)
+        said = []
+        opt = et.EnergyOptimizer(max_slowdown=0.05, device="emulated:h100", work_dir=str(tmp_path / name),
+                                 warmup_steps=4, progress=said.append)
+        for _ in range(200):
+            opt.on_step_begin()
+            run()
+            opt.on_step_end()
+            if opt.phase in ("done", "failed"):
+                break
+        rep = opt.close()
+        periods = _untraced(tmp_path / name / "capture" / "rank0.json.gz")
+        assert periods is not None and len(periods) == 3, periods  # warm-up steps 1..3 (the first left out)
+        assert all(x >= untraced * 1e3 for x in periods), periods
+        slowed = [w for w in rep["warnings"] if "profiler slowed" in w]
+        assert bool(slowed) == doubted, rep["warnings"]
+        assert any("profiler slowed" in line for line in said) == doubted
 
 
 def test_trace_handler_works_beside_a_users_own_schedule(tmp_path):
