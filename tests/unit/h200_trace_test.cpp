@@ -3,13 +3,18 @@
 // CUPTI 13.0.1) by scripts/gpu_dry_run.py on 2026-12-04: a 4-layer transformer encoder's training step
 // and a one-sequence inference step (tests/data/traces/README.md). Newer Kineto repeats each
 // ProfilerStep on the GPU's timeline (cat gpu_user_annotation): the step is the host's, and the GPU's
-// copy is neither a step nor a GPU op. Checked against the JSON read here on its own (zlib + nlohmann).
+// copy is neither a step nor a GPU op. The capture also timed 3 steps without the profiler
+// (emo_untraced_step_us): the recorded steps are 60 % and 31 % slower, and EMO says so. Checked against
+// the JSON read here on its own (zlib + nlohmann).
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "emo/analysis/analysis.h"
 
@@ -36,10 +41,12 @@ struct Expected {
   int64_t dur_ns = 0;
   int64_t gpu_ops = 0;
   int gpu_step_copies = 0;  // ProfilerSteps on the GPU's timeline
+  std::vector<double> untraced_us;  // emo_untraced_step_us: the job's steps without the profiler
 };
 
 Expected expected(const nlohmann::json& doc) {
   Expected x;
+  if (doc.contains("emo_untraced_step_us")) x.untraced_us = doc["emo_untraced_step_us"].get<std::vector<double>>();
   const nlohmann::json* last = nullptr;
   std::unordered_map<int64_t, double> launch_ts;
   for (const auto& e : doc["traceEvents"]) {
@@ -88,6 +95,16 @@ void check(const std::string& file) {
   ASSERT_EQ(other.size(), 1u);
   EXPECT_NE(other[0].find("H200"), std::string::npos) << other[0];
   EXPECT_TRUE(device_warnings(*w, "h200").empty());
+  // The capture timed 3 steps without the profiler: the recorded step is slower by more than 10 %, said.
+  ASSERT_EQ(x.untraced_us.size(), 3u);
+  std::vector<double> u = x.untraced_us;
+  std::sort(u.begin(), u.end());
+  const double pct = 100.0 * (double(x.dur_ns) / (u[1] * 1000.0) - 1.0);
+  ASSERT_GT(pct, 10.0);
+  const auto said = step_warnings(*w, a);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("the profiler slowed the step on 1 of 1 ranks"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find(fmt::format("{:+.0f} %", pct)), std::string::npos) << said[0];
 }
 
 TEST(H200Traces, TrainingStepIsTheHostsStepWithEveryGpuOpLaunchedInIt) { check("h200_transformer_train.json.gz"); }
