@@ -110,16 +110,13 @@ class _StepClock:
 
             self._marks.append(time.perf_counter())
 
-    def _read(self) -> List[float]:
+    def periods_us(self) -> List[float]:
         if len(self._marks) < 2:
             return []
         if self._cuda:
             self._marks[-1].synchronize()
             return [1000.0 * a.elapsed_time(b) for a, b in zip(self._marks, self._marks[1:])]
         return [1e6 * (b - a) for a, b in zip(self._marks, self._marks[1:])]
-
-    def periods_us(self) -> List[float]:
-        return self._read()
 
     def write_into(self, prof) -> None:
         """Adds the periods to the trace `prof` is recording (a top-level key of the exported file, read

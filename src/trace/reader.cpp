@@ -1526,29 +1526,32 @@ Status Importer::read_distributed_info(size_t b, size_t e) {
 // "emo_untraced_step_us": [p0, p1, ...] (emo.torch.capture, through torch.profiler's add_metadata_json),
 // or the same array in a string (add_metadata). Anything else is said in the import stats and ignored.
 void Importer::read_untraced_steps(size_t b, size_t e) {
-  std::string text(data_ + b, e - b);
-  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
-  std::vector<int64_t> out;
-  bool ok = text.size() >= 2 && text.front() == '[' && text.back() == ']';
-  size_t i = 1;
-  while (ok && i + 1 < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
-    if (i + 1 >= text.size()) break;
-    char* stop = nullptr;
-    const double v = std::strtod(text.c_str() + i, &stop);
-    if (stop == text.c_str() + i || !(v > 0) || !(v < 1e12) || out.size() >= 4096) {
-      ok = false;
-      break;
-    }
-    out.push_back(static_cast<int64_t>(v * 1000.0 + 0.5));
-    i = size_t(stop - text.c_str());
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
-    if (i < text.size() && text[i] == ',') ++i;
-    else if (i + 1 != text.size()) ok = false;
+  auto bad = [&] {
+    t_.stats.add("emo_untraced_step_us is not an array of positive numbers (ignored)",
+                 std::string(data_ + b, std::min<size_t>(e - b, 64)));
+  };
+  const char* p = data_ + b;
+  size_t len = e - b, cap = allocated_ - b;
+  simdjson::padded_string inner;  // a string's array, unescaped and padded
+  if (data_[b] == '"') {
+    od::document sdoc;
+    std::string_view s;
+    if (parser_.iterate(p, len, cap).get(sdoc) != simdjson::SUCCESS || sdoc.get_string().get(s) != simdjson::SUCCESS)
+      return bad();
+    inner = simdjson::padded_string(s);
+    p = inner.data();
+    len = inner.size();
+    cap = len + simdjson::SIMDJSON_PADDING;
   }
-  if (!ok) {
-    t_.stats.add("emo_untraced_step_us is not an array of positive numbers (ignored)", text.substr(0, 64));
-    return;
+  od::document doc;
+  od::array arr;
+  if (parser_.iterate(p, len, cap).get(doc) != simdjson::SUCCESS || doc.get_array().get(arr) != simdjson::SUCCESS)
+    return bad();
+  std::vector<int64_t> out;
+  for (auto item : arr) {
+    double v = 0;
+    if (item.get_double().get(v) != simdjson::SUCCESS || !(v > 0) || !(v < 1e12) || out.size() >= 4096) return bad();
+    out.push_back(static_cast<int64_t>(v * 1000.0 + 0.5));
   }
   t_.untraced_step_ns = std::move(out);
 }

@@ -95,7 +95,7 @@ TEST(StepDoubt, AStepTheProfilerSlowedAgainstTheJobsUntracedStepsIsSaid) {
   // Within 10 %: nothing to say.
   EXPECT_TRUE(warnings_of({timed_step("[190, 185]")}).empty());
   // Not a list of positive numbers: ignored, and said as an import stat.
-  for (const char* bad : {"[120, -3]", "[120 130]", "{\"a\": 1}", "[\"x\"]"}) {
+  for (const char* bad : {"[120, -3]", "[120 130]", "[120,]", "{\"a\": 1}", "[\"x\"]", "\"[1, \"", "7"}) {
     auto t = trace::parse_trace(timed_step(bad), "rank0.json");
     ASSERT_TRUE(t.ok()) << t.error().message();
     EXPECT_TRUE(t->untraced_step_ns.empty()) << bad;
