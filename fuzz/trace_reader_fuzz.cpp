@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/deprofile.h"
 #include "emo/trace/trace.h"
 
 namespace {
@@ -40,6 +41,12 @@ void check_tables(const emo::trace::RankTrace& t) {
     }
   }
   if (!t.events.empty()) check(t.events.front().ts_ns == 0);
+  // A fwdbwd flow binds one forward op to one backward op.
+  std::vector<uint8_t> out(t.events.size() + 1, 0), in(t.events.size() + 1, 0);
+  for (const emo::trace::Event& e : t.events) {
+    if (e.flow_out != 0) check(e.flow_out <= t.events.size() && out[e.flow_out]++ == 0);
+    if (e.flow_in != 0) check(e.flow_in <= t.events.size() && in[e.flow_in]++ == 0);
+  }
   for (size_t i = 1; i < t.steps.size(); ++i) check(t.steps[i - 1].ts_ns <= t.steps[i].ts_ns);
 }
 
@@ -63,5 +70,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const emo::analysis::Analysis a = emo::analysis::analyze(w.value());
   for (const std::string& text : emo::analysis::step_warnings(w.value(), a)) check(!text.empty());
   for (const std::string& text : emo::analysis::device_warnings(w.value(), "h100")) check(!text.empty());
+  // The step written back at a host factor (emo deprofile) reads again, with the reader's invariants.
+  for (const std::string& text : emo::analysis::traces_with_host_scale(w.value(), 0.5, nullptr)) {
+    emo::Result<emo::trace::RankTrace> back = emo::trace::parse_trace(text, "deprofiled.json");
+    check(back.ok());
+    check_tables(back.value());
+  }
   return 0;
 }

@@ -19,6 +19,7 @@ from ._api import (
     Policy,
     analyze,
     apply,
+    deprofile,
     evaluate,
     optimize,
     pack,
@@ -35,7 +36,7 @@ __version__: str = _emo.version
 __all__ = [
     "__version__",
     "Analysis", "Packing", "Policy", "POLICY_SCHEMA",
-    "analyze", "whatif", "pack", "optimize", "evaluate", "apply", "run", "synth",
+    "analyze", "whatif", "pack", "optimize", "evaluate", "apply", "run", "synth", "deprofile",
     "Error", "InputError", "OptionError", "DeviceError",
     "monitor", "Monitor", "Measurement",
 ]

@@ -148,17 +148,21 @@ class Analysis:
 
 
 def analyze(paths: Paths, step: Optional[int] = None, *, split_collectives: bool = True,
-            cpu_ops_as_kernels: bool = False, progress: ProgressArg = None) -> Analysis:
+            cpu_ops_as_kernels: bool = False, deprofile: bool = False, progress: ProgressArg = None) -> Analysis:
     """`emo analyze PATHS [--step N]`: load one step of the traces (one file per rank, .json or
     .json.gz), build its dependency graph, replay it, and find the critical path and each GPU op's slack.
 
     `cpu_ops_as_kernels`: the trace is of a CPU-only run, whose leaf CPU operators stand in for the
     kernels of a GPU job (`--cpu-ops-as-kernels`; pass it to every later call on the same traces).
+    `deprofile`: where the profiler slowed the step by more than 10 % against the job's untraced steps the
+    trace carries, work on the step without the profiler's host cost (`--deprofile`, emo.deprofile; pass
+    it to every later call on the same traces too).
 
     Raises emo.InputError for a missing, unreadable or malformed trace, emo.OptionError for a bad step.
     """
     with Progress(progress) as p:
-        s = _session(paths, p, step=step, split_collectives=split_collectives, cpu_ops_as_kernels=cpu_ops_as_kernels)
+        s = _session(paths, p, step=step, split_collectives=split_collectives, cpu_ops_as_kernels=cpu_ops_as_kernels,
+                     deprofile=deprofile)
         a = Analysis(s)
         a._document  # runs the stages now, so that errors are raised here
         return a
@@ -380,7 +384,7 @@ def optimize(paths: Paths, device: str = "h100", max_slowdown: float = 0.05, *, 
              check: bool = True, profile_on: Optional[str] = None, profiled_dir: Optional[PathLike] = None,
              step: Optional[int] = None, min_pack: float = 1.0, min_pack_ms: Optional[float] = None,
              critical_slack_us: float = 50.0, profile_clocks: int = 4, per_kernel: bool = False,
-             cpu_ops_as_kernels: bool = False, progress: ProgressArg = None) -> Policy:
+             cpu_ops_as_kernels: bool = False, deprofile: bool = False, progress: ProgressArg = None) -> Policy:
     """`emo optimize PATHS --device DEV --max-slowdown D`: pack, profile the packs on the emulated GPU
     of `device` (or `profile_on`, or fit from runs recorded in `profiled_dir`), fit the models, solve for
     a clock per pack within `max_slowdown`, and (unless check=False) run the policy on the profiling
@@ -388,7 +392,7 @@ def optimize(paths: Paths, device: str = "h100", max_slowdown: float = 0.05, *, 
     with Progress(progress) as p:
         s = _session(paths, p, device=device, max_slowdown=max_slowdown, reserve=reserve, check=check,
                      profile_on=profile_on, profiled_dir=os.fspath(profiled_dir) if profiled_dir else None,
-                     **_pack_options(step, min_pack, min_pack_ms, critical_slack_us, profile_clocks, per_kernel,
+                     deprofile=deprofile, **_pack_options(step, min_pack, min_pack_ms, critical_slack_us, profile_clocks, per_kernel,
                                      cpu_ops_as_kernels))
         result = s.optimize_document()
         return Policy(s.policy_text(), result=result, session=s)
@@ -435,7 +439,8 @@ def _require_emulated(s: "_emo.Session", what: str) -> None:
 
 
 def evaluate(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated:h100", *, steps: int = 12,
-             step: Optional[int] = None, cpu_ops_as_kernels: bool = False, progress: ProgressArg = None) -> "pd.DataFrame":
+             step: Optional[int] = None, cpu_ops_as_kernels: bool = False, deprofile: bool = False,
+             progress: ProgressArg = None) -> "pd.DataFrame":
     """`emo evaluate POLICY PATHS --device emulated:NAME`: run the default clocks, the policy and each
     baseline stored in it for `steps` steps on the emulated GPU (the first a warm-up).
 
@@ -445,7 +450,7 @@ def evaluate(policy: Union[Policy, PathLike], paths: Paths, device: str = "emula
     ``.attrs["document"]`` is `emo evaluate --json`'s document."""
     with Progress(progress) as p, _PolicyFile(policy) as pf:
         s = _session(paths, p, device=device, step=step, eval_steps=steps, policy_file=pf.path,
-                     cpu_ops_as_kernels=cpu_ops_as_kernels)
+                     cpu_ops_as_kernels=cpu_ops_as_kernels, deprofile=deprofile)
         _require_emulated(s, "evaluate runs on the emulated GPU")
         doc = s.evaluate_document()
         df = _frame(s.evaluation())
@@ -457,7 +462,8 @@ def evaluate(policy: Union[Policy, PathLike], paths: Paths, device: str = "emula
 
 def apply(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated:h100", steps: int = 0,
           verify: bool = False, *, block_steps: int = 0, seed: int = 1, evaluate: bool = False,
-          step: Optional[int] = None, cpu_ops_as_kernels: bool = False, progress: ProgressArg = None) -> Dict[str, Any]:
+          step: Optional[int] = None, cpu_ops_as_kernels: bool = False, deprofile: bool = False,
+          progress: ProgressArg = None) -> Dict[str, Any]:
     """`emo apply POLICY PATHS --device emulated:NAME --steps N [--verify] --json`: run the step for
     `steps` steps (0: 24 blocks of steps, fewer where they would not fit in 1000) on the emulated GPU with the runtime applying the policy online, as inside a real
     job, and return what the runtime measured (`emo apply --json`'s document: measured.default /
@@ -466,7 +472,8 @@ def apply(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated
     import warnings
 
     with Progress(progress) as p, _PolicyFile(policy) as pf:
-        s = _session(paths, p, device=device, step=step, policy_file=pf.path, cpu_ops_as_kernels=cpu_ops_as_kernels)
+        s = _session(paths, p, device=device, step=step, policy_file=pf.path, cpu_ops_as_kernels=cpu_ops_as_kernels,
+                     deprofile=deprofile)
         out = s.apply(steps=steps, verify=verify, block_steps=block_steps, seed=seed, evaluate=evaluate)
         doc = out["document"]
         doc["policy"] = pf.path if pf._tmp is None else None
@@ -493,6 +500,18 @@ def run(paths: Optional[Paths] = None, out_dir: PathLike = "emo-report", device:
                                  out_dir=os.fspath(out_dir), profiled_dir=os.fspath(profiled_dir) if profiled_dir else "",
                                  eval_steps=steps, check=check, accept_doubt=accept_doubt, progress=p.callback)
     return summary["summary"]
+
+
+def deprofile(paths: Paths, out_dir: PathLike, *, step: Optional[int] = None, host_scale: Optional[float] = None,
+              cpu_ops_as_kernels: bool = False) -> Dict[str, Any]:
+    """`emo deprofile TRACE... -o OUT_DIR`: the step as the job runs it without the profiler's cost on the host
+    (docs/replay.md, "The profiler's cost"). From the job's untraced step times the trace carries
+    (emo_untraced_step_us, which emo.torch.capture and EnergyOptimizer write), finds the factor on host time at
+    which the replayed step takes the untraced time (or uses `host_scale`), and writes the step at it as Kineto
+    traces, one per rank, into OUT_DIR. Returns host_scale, replayed_ms, files and warnings, and where the factor
+    was found traced_ms, untraced_ms and explained (False: even with no host time the step is longer)."""
+    return dict(_emo.deprofile(_paths(paths), os.fspath(out_dir), step=step, host_scale=host_scale,
+                               cpu_ops_as_kernels=cpu_ops_as_kernels))
 
 
 def synth(workload: str, out_dir: PathLike, *, ranks: int = 2, layers: int = 4, steps: int = 3,

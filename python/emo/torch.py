@@ -28,7 +28,7 @@ import warnings
 from typing import Any, Dict, List, Optional
 
 from . import _emo
-from ._api import Policy, apply as _apply, optimize as _optimize
+from ._api import Policy, apply as _apply, deprofile as _deprofile, optimize as _optimize
 
 __all__ = ["capture", "trace_handler", "profiler_kwargs", "EnergyOptimizer", "HuggingFaceCallback",
            "LightningCallback"]
@@ -210,6 +210,7 @@ class EnergyOptimizer:
         self._solve_started_at = 0
         self._history: List[Dict[str, Any]] = []
         self._warnings: List[str] = []  # what emo.optimize doubts about the captured step
+        self._deprofiled: Optional[Dict[str, Any]] = None  # the profiler's cost taken out of the step
         self._waiting_for_rank0 = False
         self._clock: Optional[_StepClock] = None
 
@@ -245,13 +246,15 @@ class EnergyOptimizer:
     # ---- what happened ----
     def report(self) -> Dict[str, Any]:
         """At least `saving_pct` and `slowdown_pct` as measured (None until measured), the phase, the
-        device, the bound the policy was made for, the fallbacks, the re-plans, and `warnings`: what
-        emo.optimize doubted about the captured step (e.g. that the profiler slowed it)."""
+        device, the bound the policy was made for, the fallbacks, the re-plans, `warnings`: what
+        emo.optimize doubted about the captured step, and `deprofiled`: where the profiler slowed the
+        captured step past EMO's doubt (10 %), the factor on host time that took its cost out
+        (emo.deprofile; host_scale, traced_ms, untraced_ms), else None."""
         self._raise_if_failed()
         out: Dict[str, Any] = {"phase": self.phase, "device": self.device, "max_slowdown": self.max_slowdown,
                                "bound": self._bound, "replans": self._replanned, "saving_pct": None,
                                "slowdown_pct": None, "fallbacks": [], "history": list(self._history),
-                               "warnings": list(self._warnings)}
+                               "warnings": list(self._warnings), "deprofiled": self._deprofiled}
         measured = None
         if self._runtime is not None:
             snap = self._runtime.snapshot()
@@ -348,6 +351,7 @@ class EnergyOptimizer:
         try:
             traces = [p for p in self._traces() if os.path.exists(p)]
             stand_in = self._stand_in_of(traces)
+            traces, stand_in = self._without_profiler_cost(traces, stand_in)
             while True:
                 self._say(f"emo: solving for {100 * self._bound:.1f} %")
                 pol = _optimize(traces, device=self._profile_device(), max_slowdown=self._bound,
@@ -378,6 +382,27 @@ class EnergyOptimizer:
         except BaseException as e:  # raised on the job's thread at its next hook
             self._error = e
 
+    def _without_profiler_cost(self, traces: List[str], stand_in: bool):
+        """The captured step as the job runs it, where the profiler slowed it by more than EMO doubts
+        (docs/replay.md, "The profiler's cost"): the warm-up steps were timed without the profiler, so
+        emo.deprofile finds the host time that explains the difference and writes the step without it.
+        The plan is made, and on an emulated GPU applied, on that step. Else the traces as captured."""
+        import emo
+
+        try:
+            d = _deprofile(traces, os.path.join(self.work_dir, "deprofiled"), cpu_ops_as_kernels=stand_in)
+        except emo.Error:  # no untraced times in the trace, or the profiler did not slow the step
+            return traces, stand_in
+        pct = 100.0 * (d["traced_ms"] / d["untraced_ms"] - 1.0)
+        if pct <= _emo.profiler_slowdown_doubt_pct:
+            return traces, stand_in
+        self._deprofiled = {k: d[k] for k in ("host_scale", "traced_ms", "untraced_ms", "replayed_ms", "explained")}
+        self._say(f"emo: the profiler slowed the captured step by {pct:+.0f} % ({d['traced_ms']:.3f} ms against "
+                  f"{d['untraced_ms']:.3f} ms without it): its host cost taken out (host time x{d['host_scale']:.3f})")
+        for w in d["warnings"]:
+            self._say(f"emo: warning: {w}")
+        return list(d["files"]), False  # stand-in kernels, if any, are GPU ops of the written step
+
     def _stand_in_of(self, traces: List[str]) -> bool:
         if self._cpu_stand_in is not None:
             return bool(self._cpu_stand_in)
@@ -402,7 +427,8 @@ class EnergyOptimizer:
                 self._thread.join()
             failed = repr(self._error) if self._error is not None else None
             box = [{"result": self._result, "history": self._history, "bound": self._bound,
-                    "replanned": self._replanned, "failed": failed, "warnings": self._warnings}]
+                    "replanned": self._replanned, "failed": failed, "warnings": self._warnings,
+                    "deprofiled": self._deprofiled}]
         d.broadcast_object_list(box, src=0)
         self._waiting_for_rank0 = False
         got = box[0]
@@ -412,6 +438,7 @@ class EnergyOptimizer:
             self._result, self._history = got["result"], got["history"]
             self._bound, self._replanned = got["bound"], got["replanned"]
             self._warnings = list(got.get("warnings", []))
+            self._deprofiled = got.get("deprofiled")
             self._policy = Policy.load(os.path.join(self.work_dir, "policy.json"))
             self.phase = "done"
         self._raise_if_failed()

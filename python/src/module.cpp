@@ -31,7 +31,9 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/deprofile.h"
 #include "emo/backends/apply.h"
+#include "emo/base/file_util.h"
 #include "emo/base/result.h"
 #include "emo/device/nvml.h"
 #include "emo/optimize/optimize.h"
@@ -211,6 +213,7 @@ struct OpenArgs {
   int eval_steps = 12;
   bool split_collectives = true;
   bool cpu_ops_as_kernels = false;
+  bool deprofile = false;
   double min_pack = 1.0;
   std::optional<double> min_pack_ms;
   double critical_slack_us = 50;
@@ -228,6 +231,7 @@ emo::Result<emo::session::Options> options_of(const OpenArgs& a) {
   o.load.step = a.step;
   o.load.build.split_collectives = a.split_collectives;
   o.load.cpu_ops_as_kernels = a.cpu_ops_as_kernels;
+  o.load.deprofile = a.deprofile;
   o.device = a.device;
   o.profile_on = a.profile_on;
   o.profiled_dir = a.profiled_dir;
@@ -605,7 +609,7 @@ NB_MODULE(_emo, m) {
              std::string profile_on, std::string profiled_dir, std::string policy_file, double max_slowdown,
              double reserve, bool check, int eval_steps, bool split_collectives, bool cpu_ops_as_kernels, double min_pack,
              std::optional<double> min_pack_ms, double critical_slack_us, int profile_clocks, bool per_kernel,
-             nb::object progress) {
+             bool deprofile, nb::object progress) {
             OpenArgs a;
             a.traces = std::move(traces);
             a.step = step;
@@ -624,6 +628,7 @@ NB_MODULE(_emo, m) {
             a.critical_slack_us = critical_slack_us;
             a.profile_clocks = profile_clocks;
             a.per_kernel = per_kernel;
+            a.deprofile = deprofile;
             Opened o = open_session(a, std::move(progress));
             new (self) PySession(std::move(o.session), std::move(o.progress));
           },
@@ -631,7 +636,8 @@ NB_MODULE(_emo, m) {
           "profiled_dir"_a = "", "policy_file"_a = "", "max_slowdown"_a = 0.05, "reserve"_a = 0.1, "check"_a = true,
           "eval_steps"_a = 12, "split_collectives"_a = true, "cpu_ops_as_kernels"_a = false,
           "min_pack"_a = 1.0, "min_pack_ms"_a = nb::none(),
-          "critical_slack_us"_a = 50.0, "profile_clocks"_a = 4, "per_kernel"_a = false, "progress"_a = nb::none())
+          "critical_slack_us"_a = 50.0, "profile_clocks"_a = 4, "per_kernel"_a = false, "deprofile"_a = false,
+          "progress"_a = nb::none())
       .def_prop_ro("device", &PySession::device)
       .def_prop_ro("profile_name", &PySession::profile_name)
       .def_prop_ro("default_clock_mhz", &PySession::default_clock_mhz)
@@ -753,6 +759,43 @@ NB_MODULE(_emo, m) {
       "traces"_a, nb::kw_only(), "device"_a = "h100", "max_slowdown"_a = 0.05, "reserve"_a = 0.1,
       "out_dir"_a = "emo-report", "profiled_dir"_a = "", "eval_steps"_a = 12, "check"_a = true,
       "accept_doubt"_a = false, "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
+
+  m.attr("profiler_slowdown_doubt_pct") = emo::analysis::kProfilerSlowdownDoubtPct;
+
+  m.def(
+      "deprofile",
+      [](const std::vector<std::string>& traces, const std::string& out_dir, std::optional<int64_t> step,
+         std::optional<double> host_scale, bool cpu_ops_as_kernels) {
+        std::optional<emo::Result<emo::analysis::Deprofiled>> r;
+        {
+          nb::gil_scoped_release nogil;
+          r.emplace([&]() -> emo::Result<emo::analysis::Deprofiled> {
+            auto paths = emo::analysis::expand_trace_paths(traces);
+            if (!paths) return paths.error();
+            EMO_RETURN_IF_ERROR(emo::check_outputs(*paths, {{"out_dir", out_dir}}));
+            emo::analysis::LoadOptions lo;
+            lo.step = step;
+            lo.cpu_ops_as_kernels = cpu_ops_as_kernels;
+            auto w = emo::analysis::load(*paths, lo);
+            if (!w) return w.error();
+            return emo::analysis::deprofile(*w, out_dir, host_scale);
+          }());
+        }
+        emo::analysis::Deprofiled d = take(std::move(*r));
+        json j;
+        j["host_scale"] = d.host_scale;
+        j["replayed_ms"] = static_cast<double>(d.replayed_ns) / 1e6;
+        j["files"] = d.files;
+        j["warnings"] = d.warnings;
+        if (d.cost) {
+          j["traced_ms"] = static_cast<double>(d.cost->traced_ns) / 1e6;
+          j["untraced_ms"] = static_cast<double>(d.cost->untraced_ns) / 1e6;
+          j["explained"] = d.cost->explained;
+        }
+        return nb::borrow<nb::dict>(to_py(j));
+      },
+      "traces"_a, "out_dir"_a, nb::kw_only(), "step"_a = nb::none(), "host_scale"_a = nb::none(),
+      "cpu_ops_as_kernels"_a = false, "`emo deprofile`: what it found and the files it wrote");
 
   m.def(
       "expand_trace_paths",

@@ -1,5 +1,6 @@
 // Load → graph → replay → summaries for `emo analyze`, with its JSON and text views.
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/deprofile.h"
 
 #include <fmt/format.h>
 
@@ -123,6 +124,7 @@ Result<Workload> finish(std::vector<Read> reads, const LoadOptions& options) {
   if (!g.ok()) return g.error();
   w.graph = std::move(g).value();
   w.graph.step_of_rank = w.steps;
+  if (options.deprofile) return without_profiler_cost(std::move(w), options);
   return w;
 }
 
@@ -571,6 +573,16 @@ LostLaunches lost_launches(const Workload& w) {
 
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
   std::vector<std::string> out = import_warnings(w);
+  if (w.deprofiled) {
+    const ProfilerCost& c = *w.deprofiled;
+    out.push_back(fmt::format(
+        "the profiler's cost was taken out of the step (--deprofile): host time x{:.4f}, {:.3f} ms traced -> {:.3f} ms "
+        "(the job's untraced steps: {:.3f} ms){}; what follows is for the step as the job runs it, on a model of that "
+        "cost with one factor for all host time (docs/replay.md, \"The profiler's cost\")",
+        c.host_scale, static_cast<double>(c.traced_ns) / 1e6, static_cast<double>(c.replayed_ns) / 1e6,
+        static_cast<double>(c.untraced_ns) / 1e6,
+        c.explained ? "" : ", and even with no host time the step is longer than the untraced one"));
+  }
   const trace::RankTrace& first = w.ranks.front();
   if (first.world_size > static_cast<int>(w.ranks.size())) {
     out.push_back(fmt::format("{} of the {} ranks of the run (distributedInfo.world_size) given: the step is "
@@ -642,8 +654,9 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
   if (slowed > 0) {
     out.push_back(fmt::format("the profiler slowed the step on {} of {} ranks by more than {:g} % ({}): the host ran "
                               "slower in this trace than in the job, so GPU slack the trace shows may be the "
-                              "profiler's own and a policy made from it can slow the job past its bound; measure it "
-                              "in the job (emo apply --verify, or the runtime's verify phase)",
+                              "profiler's own and a policy made from it can slow the job past its bound; take the "
+                              "profiler's cost out first (--deprofile, or emo deprofile TRACE -o DIR), and measure the "
+                              "policy in the job (emo apply --verify, or the runtime's verify phase)",
                               slowed, w.ranks.size(), kProfilerSlowdownDoubtPct, slowed_first));
   }
   if (std::abs(a.replay_error_pct) > kReplayDoubtPct) {
@@ -807,6 +820,10 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"poll_ranges", bs.poll_ranges},
                        {"poll_wait_us", round3(us(bs.poll_wait_ns))},
                        {"poll_example", bs.poll_example},
+                       {"thread_flow_edges", bs.thread_flow_edges},
+                       {"thread_waits", bs.thread_waits},
+                       {"thread_wait_us", round3(us(bs.thread_wait_ns))},
+                       {"thread_wait_example", bs.thread_wait_example},
                        {"notes", bs.notes}};
   if (per_kernel) {
     json ks = json::array();
@@ -877,6 +894,12 @@ std::string to_text(const Workload& w, const Analysis& a) {
                      "op they poll, {:.3f} ms; e.g. {}\n",
                      bs.poll_query_loops + bs.poll_ranges, bs.poll_query_loops, bs.poll_ranges,
                      us(bs.poll_wait_ns) / 1000, bs.poll_example);
+  }
+  if (bs.thread_flow_edges + bs.thread_waits > 0) {
+    s += fmt::format("note: {} forward -> backward dependencies across threads (fwdbwd flows){}\n", bs.thread_flow_edges,
+                     bs.thread_waits > 0 ? fmt::format("; {} thread(s) wait for the autograd thread, {:.3f} ms; e.g. {}",
+                                                       bs.thread_waits, us(bs.thread_wait_ns) / 1000, bs.thread_wait_example)
+                                         : std::string());
   }
   if (g.stats.edges_dropped_inconsistent > 0) {
     s += fmt::format(

@@ -9,67 +9,12 @@
 #include <cmath>
 #include <limits>
 
+#include "emo/trace/kineto_out.h"
 #include "emulator_detail.h"
 
 namespace emo::emulator::detail {
 
 using trace::EventKind;
-
-namespace {
-
-const char* cat_of(EventKind k) {
-  switch (k) {
-    case EventKind::kCpuOp: return "cpu_op";
-    case EventKind::kUserAnnotation: return "user_annotation";
-    case EventKind::kPythonFunction: return "python_function";
-    case EventKind::kRuntime: return "cuda_runtime";
-    case EventKind::kDriver: return "cuda_driver";
-    case EventKind::kKernel: return "kernel";
-    case EventKind::kMemcpy: return "gpu_memcpy";
-    case EventKind::kMemset: return "gpu_memset";
-    case EventKind::kCudaSync: return "cuda_sync";
-    case EventKind::kGpuAnnotation: return "gpu_user_annotation";
-    case EventKind::kOtherCpu: return "cpu_instant_event";
-  }
-  return "cpu_op";
-}
-
-void escape_into(fmt::memory_buffer& b, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '"': b.append(std::string_view("\\\"")); break;
-      case '\\': b.append(std::string_view("\\\\")); break;
-      case '\n': b.append(std::string_view("\\n")); break;
-      case '\t': b.append(std::string_view("\\t")); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) fmt::format_to(std::back_inserter(b), "\\u{:04x}", int(c));
-        else b.push_back(c);
-    }
-  }
-}
-
-// Monotone piecewise-linear map from measured to emulated time on one lane.
-struct Warp {
-  std::vector<std::pair<int64_t, int64_t>> a;  // (measured, emulated)
-  void finish() {
-    std::sort(a.begin(), a.end());
-    int64_t run = std::numeric_limits<int64_t>::min();
-    for (auto& p : a) p.second = run = std::max(run, p.second);
-  }
-  int64_t operator()(int64_t x) const {
-    if (a.empty()) return x;
-    auto it = std::upper_bound(a.begin(), a.end(), std::make_pair(x, std::numeric_limits<int64_t>::max()));
-    if (it == a.begin()) return x + (a.front().second - a.front().first);
-    const auto& lo = *(it - 1);
-    if (it == a.end()) return x + (lo.second - lo.first);
-    const auto& hi = *it;
-    if (hi.first == lo.first) return lo.second;
-    const double frac = double(x - lo.first) / double(hi.first - lo.first);
-    return lo.second + int64_t(std::llround(frac * double(hi.second - lo.second)));
-  }
-};
-
-}  // namespace
 
 TracedStep TracedStep::of(const executor::Program& p, int64_t start_ns) {
   TracedStep s;
@@ -140,7 +85,7 @@ std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t ra
   for (size_t k = 0; k < steps.size(); ++k) {
     const TracedStep& step = steps[k];
     const int64_t step_start = step.start_ns;
-    std::vector<Warp> warps(t.lanes.size());
+    std::vector<trace::TimeWarp> warps(t.lanes.size());
     for (uint32_t c = 0; c < calls.size(); ++c) {
       if (calls[c].rank != rank || calls[c].lane >= warps.size()) continue;
       warps[calls[c].lane].a.emplace_back(calls[c].measured_start_ns, step.call_start[c]);
@@ -164,7 +109,6 @@ std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t ra
     for (size_t i = 0; i < t.events.size(); ++i) {
       const trace::Event& e = t.events[i];
       if (e.lane >= t.lanes.size()) continue;
-      const trace::Lane& lane = t.lanes[e.lane];
       int64_t ts, te;
       if (op_of[i] != kNoOp) {
         ts = step.op_start[op_of[i]];
@@ -177,44 +121,13 @@ std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t ra
       te += step_start;
       if (!first) b.append(std::string_view(",\n"));
       first = false;
-      fmt::format_to(std::back_inserter(b), "{{\"ph\": \"X\", \"cat\": \"{}\", \"name\": \"", cat_of(e.kind));
       std::string_view nm = t.name_of(e);
+      std::string renamed;
       if (k > 0 && first_step >= 0 && e.kind == EventKind::kUserAnnotation && nm.rfind("ProfilerStep#", 0) == 0) {
-        fmt::format_to(std::back_inserter(b), "ProfilerStep#{}", first_step + int64_t(k));
-      } else {
-        escape_into(b, nm);
+        renamed = fmt::format("ProfilerStep#{}", first_step + int64_t(k));
+        nm = renamed;
       }
-      fmt::format_to(std::back_inserter(b), "\", \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}, \"args\": {{",
-                     lane.pid, lane.tid, double(ts) / 1e3, double(te - ts) / 1e3);
-      bool arg = false;
-      auto sep = [&] { if (arg) b.append(std::string_view(", ")); arg = true; };
-      if (e.external_id != trace::kNone) { sep(); fmt::format_to(std::back_inserter(b), "\"External id\": {}", e.external_id + ext_off); }
-      if (e.correlation != trace::kNone) { sep(); fmt::format_to(std::back_inserter(b), "\"correlation\": {}", e.correlation + corr_off); }
-      if (lane.gpu) {
-        sep(); fmt::format_to(std::back_inserter(b), "\"device\": {}, \"stream\": {}", e.device >= 0 ? e.device : lane.device,
-                              e.stream >= 0 ? e.stream : lane.stream);
-      }
-      if (e.kind == EventKind::kCudaSync) {
-        if (e.wait_on_stream >= 0) { sep(); fmt::format_to(std::back_inserter(b), "\"wait_on_stream\": {}", e.wait_on_stream); }
-        if (e.wait_on_event_record_corr != trace::kNone) {
-          sep(); fmt::format_to(std::back_inserter(b), "\"wait_on_cuda_event_record_corr_id\": {}", e.wait_on_event_record_corr + corr_off);
-        }
-      }
-      if (e.collective != trace::kNoIndex && e.collective < t.collectives.size()) {
-        const trace::CollectiveArgs& c = t.collectives[e.collective];
-        sep(); b.append(std::string_view("\"Collective name\": \"")); escape_into(b, t.strings.view(c.collective)); b.push_back('"');
-        if (c.process_group != kEmptyStr) {
-          b.append(std::string_view(", \"Process Group Name\": \"")); escape_into(b, t.strings.view(c.process_group)); b.push_back('"');
-        }
-        if (c.seq != trace::kNone) fmt::format_to(std::back_inserter(b), ", \"Seq\": {}", c.seq + seq_off);
-        if (c.group_size > 0) fmt::format_to(std::back_inserter(b), ", \"Group size\": {}", c.group_size);
-        if (c.in_nelems != trace::kNone) fmt::format_to(std::back_inserter(b), ", \"In msg nelems\": {}", c.in_nelems);
-        if (c.out_nelems != trace::kNone) fmt::format_to(std::back_inserter(b), ", \"Out msg nelems\": {}", c.out_nelems);
-        if (c.dtype != kEmptyStr) {
-          b.append(std::string_view(", \"dtype\": \"")); escape_into(b, t.strings.view(c.dtype)); b.push_back('"');
-        }
-      }
-      b.append(std::string_view("}}"));
+      trace::append_kineto_event(b, t, i, ts, te, nm, trace::IdOffsets{corr_off, ext_off, seq_off});
     }
   }
   b.append(std::string_view("\n]}\n"));

@@ -121,6 +121,7 @@ class Builder {
       add_cross_stream_edges(r);
       add_sync_edges(r);
       add_poll_waits(r);
+      add_thread_flows(r);
     }
     mark_waiting_threads();
     if (options_.split_collectives) add_collectives();
@@ -692,6 +693,105 @@ class Builder {
     }
   }
 
+  // Dependencies between CPU threads (docs/replay.md, "Threads that wake threads"). Kineto records one
+  // kind: fwdbwd flows, from a forward op to the backward op the autograd engine ran for it, on the
+  // engine's own thread. Each becomes an edge from the forward op's end to the backward op's start, so
+  // backward starts no earlier than the forward ops it needs (without it the engine thread's first op
+  // is anchored at its recorded time). And the thread that called backward() sat blocked until the
+  // engine finished: where one node of it (a gap or an op's self time with nothing recorded inside)
+  // spans the whole of the other thread's work from its first backward op to its last node, that node
+  // becomes a wait on the last node's end (its own time is what came after), so the loop resumes when
+  // backward ends, however long backward takes in a what-if.
+  void add_thread_flows(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> flows;  // flow -> (forward op, backward op)
+    for (uint32_t i = 0; i < t.events.size(); ++i) {
+      const Event& e = t.events[i];
+      if (e.flow_out != 0) flows.try_emplace(e.flow_out, kNoId, kNoId).first->second.first = i;
+      if (e.flow_in != 0) flows.try_emplace(e.flow_in, kNoId, kNoId).first->second.second = i;
+    }
+    if (flows.empty()) return;
+    std::unordered_map<uint32_t, const CpuLaneNodes*> by_lane;
+    for (const CpuLaneNodes& ln : cpu_lanes_) {
+      if (ln.rank == r) by_lane[ln.lane] = &ln;
+    }
+    auto nodes_of = [&](uint32_t ev) -> const CpuLaneNodes* {
+      const uint32_t tl = t.events[ev].lane;
+      auto lm = lane_map_.find((static_cast<uint64_t>(r) << 32) | tl);
+      if (lm == lane_map_.end()) return nullptr;
+      auto it = by_lane.find(lm->second);
+      return it == by_lane.end() ? nullptr : it->second;
+    };
+    // The node a CPU op's time ends in, and the one it starts with (a lane's nodes are in time order).
+    auto last_node = [&](const CpuLaneNodes& ln, int64_t s, int64_t e) -> NodeId {
+      auto it = std::lower_bound(g_.meas_start_ns.begin() + ln.first, g_.meas_start_ns.begin() + ln.end, e);
+      if (it == g_.meas_start_ns.begin() + ln.first) return kNoId;
+      const auto n = static_cast<NodeId>(std::prev(it) - g_.meas_start_ns.begin());
+      return g_.meas_end_ns[n] > s ? n : kNoId;
+    };
+    auto first_node = [&](const CpuLaneNodes& ln, int64_t s, int64_t e) -> NodeId {
+      auto it = std::lower_bound(g_.meas_start_ns.begin() + ln.first, g_.meas_start_ns.begin() + ln.end, s);
+      if (it == g_.meas_start_ns.begin() + ln.end) return kNoId;
+      const auto n = static_cast<NodeId>(it - g_.meas_start_ns.begin());
+      return g_.meas_start_ns[n] < e ? n : kNoId;
+    };
+    const int64_t base = rank_base_[r];
+    // Per (forward thread, backward thread): the earliest backward op's first node, and the forward
+    // op's last node of its flow.
+    std::map<std::pair<const CpuLaneNodes*, const CpuLaneNodes*>, std::pair<NodeId, NodeId>> first_backward;
+    std::vector<std::pair<uint32_t, std::pair<uint32_t, uint32_t>>> ordered(flows.begin(), flows.end());
+    std::sort(ordered.begin(), ordered.end());  // by flow number: a deterministic edge order
+    for (const auto& [k, ends] : ordered) {
+      const auto [fwd, bwd] = ends;
+      if (fwd == kNoId || bwd == kNoId) continue;  // one end outside the step
+      const CpuLaneNodes* from = nodes_of(fwd);
+      const CpuLaneNodes* to = nodes_of(bwd);
+      if (from == nullptr || to == nullptr || from == to) continue;  // one thread: its order already holds
+      const Event& f = t.events[fwd];
+      const Event& b = t.events[bwd];
+      const NodeId src = last_node(*from, f.ts_ns + base, f.ts_ns + f.dur_ns + base);
+      const NodeId dst = first_node(*to, b.ts_ns + base, b.ts_ns + b.dur_ns + base);
+      if (src == kNoId || dst == kNoId) continue;
+      add_edge(src, true, dst, false, EdgeKind::kCrossThread);
+      ++g_.stats.thread_flow_edges;
+      auto [slot, fresh] = first_backward.try_emplace({from, to}, dst, src);
+      if (!fresh && g_.meas_start_ns[dst] < g_.meas_start_ns[slot->second.first]) slot->second = {dst, src};
+    }
+    for (const auto& [threads, first] : first_backward) {
+      const auto [from, to] = threads;
+      // The engine's run that holds the first backward op starts where the thread last sat idle (the
+      // engine's own frames, evaluate_function, come before the op): that start follows the op's
+      // forward op too, or the run would stay anchored where it was recorded.
+      NodeId b0 = first.first;
+      while (b0 > to->first && g_.kind[b0 - 1] != NodeKind::kCpuGap) --b0;
+      if (b0 != first.first) {
+        add_edge(first.second, true, b0, false, EdgeKind::kCrossThread);
+        ++g_.stats.thread_flow_edges;
+      }
+      const NodeId last = to->end - 1;  // the engine thread's last node in the step
+      const int64_t begin = g_.meas_start_ns[b0], done = g_.meas_end_ns[last];
+      // The forward thread's node at the engine's last end: it must hold the whole backward run.
+      const NodeId n = last_node(*from, done - 1, done);
+      if (n == kNoId || g_.meas_start_ns[n] > begin || g_.meas_end_ns[n] < done) continue;
+      const NodeKind kind = g_.kind[n];
+      if (kind != NodeKind::kCpuGap && kind != NodeKind::kCpuOp && kind != NodeKind::kCpuWait) continue;
+      const int64_t t0 = g_.meas_start_ns[n], t1 = g_.meas_end_ns[n];
+      g_.dur_ns[n] = std::clamp<int64_t>(t1 - done, 0, t1 - t0);
+      forced_edges_.push_back(static_cast<uint32_t>(g_.edges.size()));
+      add_edge(last, true, n, true, EdgeKind::kCrossThread);
+      ++g_.stats.thread_waits;
+      g_.stats.thread_wait_ns += done - t0;
+      if (g_.stats.thread_wait_example.empty()) {
+        const std::string what = kind == NodeKind::kCpuGap ? std::string("a gap")
+                                                             : std::string(t.strings.view(t.events[g_.event[n]].name));
+        g_.stats.thread_wait_example =
+            fmt::format("{} on thread {}, {:.3f} ms, waits for thread {} (backward from {:.3f} ms to {:.3f} ms)", what,
+                        g_.lanes[from->lane].tid, ms(t1 - t0), g_.lanes[to->lane].tid, ms(begin - t0),
+                        ms(done - t0));
+      }
+    }
+  }
+
   // Threads that only wait: in a rank where some thread launches GPU work (a call
   // that a GPU op's correlation names, or a launch call whose op is not in the
   // trace), a thread that launches none and does not hold the step's ProfilerStep has no
@@ -1012,7 +1112,7 @@ class Builder {
     }
     // Binding edge of each point: the one with the smallest measured gap. For
     // an end point, the node's own duration competes too (gap = measured dur - dur).
-    constexpr int kKinds = 6;
+    constexpr int kKinds = kEdgeKinds;
     std::vector<std::vector<int64_t>> binding_gaps(kKinds);
     std::vector<uint32_t> binding(points, kNoId);
     std::vector<uint8_t> drop(g_.edges.size(), 0);

@@ -30,6 +30,7 @@ const char* to_string(EdgeKind k) {
     case EdgeKind::kCrossStream: return "cross_stream";
     case EdgeKind::kSync: return "sync";
     case EdgeKind::kCollective: return "collective";
+    case EdgeKind::kCrossThread: return "cross_thread";
   }
   return "?";
 }

@@ -158,7 +158,8 @@ Category edge_category(EdgeKind k) {
     case EdgeKind::kLaunch: return kLaunchOverhead;
     case EdgeKind::kSync: return kSyncWait;
     case EdgeKind::kCollective: return kCommunication;
-    case EdgeKind::kThread: return kCpu;
+    case EdgeKind::kThread:
+    case EdgeKind::kCrossThread: return kCpu;
     case EdgeKind::kStream:
     case EdgeKind::kCrossStream: return kIdle;
   }
@@ -204,8 +205,10 @@ CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const T
     // rest of a binding gap is time nothing in the trace explains (idle).
     int64_t gap = t[p] - t[binding->src];
     int64_t inherent = std::min(gap, g_.inherent_lat_ns[static_cast<int>(binding->kind)]);
-    add(edge_category(binding->kind), binding->kind == EdgeKind::kThread ? gap : inherent);
-    if (binding->kind != EdgeKind::kThread) add(kIdle, gap - inherent);
+    // Between CPU points (thread order, one thread waking another) the whole gap is host time.
+    const bool host = binding->kind == EdgeKind::kThread || binding->kind == EdgeKind::kCrossThread;
+    add(edge_category(binding->kind), host ? gap : inherent);
+    if (!host) add(kIdle, gap - inherent);
     if (gap > 0) cp.segments.push_back({n, graph::node_of(binding->src), true, binding->kind, t[binding->src], gap});
     p = binding->src;
   }

@@ -53,6 +53,7 @@ session::Options session_options(const RunOptions& o) {
   so.check = o.check;
   so.eval_steps = o.eval_steps;
   so.progress = o.progress;
+  so.load.deprofile = o.deprofile;
   return so;
 }
 

@@ -24,7 +24,9 @@
 #include <memory>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -392,6 +394,8 @@ struct RawEvent {
   bool has_ph = false, has_cat = false, has_name = false, has_ts = false, has_dur = false;
   bool bad_ts_type = false, bad_dur_type = false, bad_name_type = false;
   IdVal pid, tid;
+  std::string_view id;  // flow events: the flow's id (raw token)
+  bool has_id = false;
   // args
   int64_t correlation = kNone;
   int64_t external_id = kNone;
@@ -635,6 +639,8 @@ class Importer {
   void bad(std::string_view what, const char* start, const char* end);
   void skip(Skip s, const char* start, const char* end);
   void note_window(const RawEvent& r);
+  void note_fwdbwd(const RawEvent& r, const char* start, const char* end);
+  void link_fwdbwd();
   bool cpu_id(const IdVal& v, int64_t* key);
   uint32_t lane_for(const LaneKey& key, const RawEvent& r);
   uint32_t add_collective(const RawEvent& r);
@@ -672,6 +678,18 @@ class Importer {
     StrId name;
   };
   std::vector<ThreadName> thread_names_;
+
+  // One end of a fwdbwd flow as read (ts in ns as read, before re-basing): `source` is the forward op's
+  // end ('s'), else the backward op's ('f'). Bound to the ops they stand on in finish (link_fwdbwd).
+  struct FlowEnd {
+    std::string id;
+    bool source = false;
+    int64_t pid = 0, tid = 0, ts_ns = 0;
+    int64_t index = 0;  // position in traceEvents, for the stats' example
+  };
+  std::vector<FlowEnd> fwdbwd_;
+  int64_t fwdbwd_bad_ = 0;
+  std::string fwdbwd_bad_example_;
 
   std::array<int64_t, kSkipCount> skip_count_{};
   std::array<std::string, kSkipCount> skip_example_;
@@ -1017,6 +1035,8 @@ Status Importer::read_fields(od::object& obj, RawEvent& r, const char* start) co
       case 2:
         if (is(key, "ph")) {
           r.has_ph = read_string(v, &r.ph);
+        } else if (is(key, "id")) {
+          r.has_id = read_number_token(v, &r.id);
         } else if (is(key, "ts")) {
           r.has_ts = true;
           r.bad_ts_type = !read_number_token(v, &r.ts);
@@ -1252,6 +1272,100 @@ void Importer::skip(Skip s, const char* start, const char* end) {
 
 // A "Trace" span (the profiler's own window) is not kept as an event, but its
 // extent is: select_step uses it as the step of traces without ProfilerStep.
+// Kineto links each forward op to the backward op the autograd engine ran for it with a flow of
+// category "fwdbwd": 's' at the forward op's start, 'f' (binding point "e": the enclosing slice) at the
+// backward op's start, usually on the engine's own thread. Kept until finish binds them to the ops.
+void Importer::note_fwdbwd(const RawEvent& r, const char* start, const char* end) {
+  FlowEnd f;
+  f.source = is(r.ph, "s");
+  f.index = index_;
+  if (!r.has_id || r.id.empty() || !r.has_ts || r.bad_ts_type || !detail::parse_us_to_ns(r.ts, &f.ts_ns) ||
+      !cpu_id(r.pid, &f.pid) || !cpu_id(r.tid, &f.tid)) {
+    if (fwdbwd_bad_++ == 0) fwdbwd_bad_example_ = "event " + std::to_string(index_) + ": " + snippet(start, end);
+    return;
+  }
+  f.id = std::string(r.id);
+  fwdbwd_.push_back(std::move(f));
+}
+
+// Binds each fwdbwd flow with both ends to the ops it stands on: the outermost CPU op (cpu_op or
+// annotation) on the end's thread that starts at the end's ts (within 1 µs: the flow and the op are
+// written from one timestamp). Flow k (from 1) sets flow_out = k on the forward op and flow_in = k on
+// the backward op; a flow whose ops are not found, or whose backward op starts before its forward op
+// does, is counted and not used.
+void Importer::link_fwdbwd() {
+  if (fwdbwd_.empty() && fwdbwd_bad_ == 0) return;
+  constexpr int64_t kTolNs = 1000;
+  // Per CPU lane: (ts, -dur, event) of its ops, sorted.
+  std::unordered_map<uint32_t, std::vector<std::tuple<int64_t, int64_t, uint32_t>>> ops;
+  for (uint32_t i = 0; i < t_.events.size(); ++i) {
+    const Event& e = t_.events[i];
+    if (e.kind != EventKind::kCpuOp && e.kind != EventKind::kUserAnnotation) continue;
+    ops[e.lane].emplace_back(e.ts_ns, -e.dur_ns, i);
+  }
+  for (auto& [lane, v] : ops) std::sort(v.begin(), v.end());
+  auto find_op = [&](const FlowEnd& f) -> uint32_t {
+    auto lane = lane_index_.find(LaneKey{false, f.pid, f.tid});
+    if (lane == lane_index_.end()) return kNoIndex;
+    auto it = ops.find(lane->second);
+    if (it == ops.end()) return kNoIndex;
+    const auto& v = it->second;
+    auto lo = std::lower_bound(v.begin(), v.end(), std::make_tuple(f.ts_ns - kTolNs, std::numeric_limits<int64_t>::min(), 0u));
+    uint32_t best = kNoIndex;
+    int64_t best_dist = kTolNs + 1;
+    for (; lo != v.end() && std::get<0>(*lo) <= f.ts_ns + kTolNs; ++lo) {
+      const int64_t d = std::abs(std::get<0>(*lo) - f.ts_ns);
+      if (d < best_dist) {  // the first at the nearest ts is the outermost (longest) there
+        best_dist = d;
+        best = std::get<2>(*lo);
+      }
+    }
+    return best;
+  };
+  std::unordered_map<std::string_view, std::pair<const FlowEnd*, const FlowEnd*>> by_id;
+  for (const FlowEnd& f : fwdbwd_) {
+    auto& slot = by_id[f.id];
+    (f.source ? slot.first : slot.second) = &f;
+  }
+  std::vector<std::pair<int64_t, std::pair<const FlowEnd*, const FlowEnd*>>> pairs;  // in file order
+  for (const auto& [id, ends] : by_id) {
+    if (ends.first != nullptr && ends.second != nullptr) pairs.push_back({ends.first->index, ends});
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t linked = 0, unbound = 0;
+  std::string unbound_example;
+  uint32_t next = 1;
+  for (const auto& [index, ends] : pairs) {
+    const uint32_t src = find_op(*ends.first), dst = find_op(*ends.second);
+    if (src == kNoIndex || dst == kNoIndex || src == dst || t_.events[src].flow_out != 0 ||
+        t_.events[dst].flow_in != 0 || t_.events[dst].ts_ns < t_.events[src].ts_ns) {
+      if (unbound++ == 0) unbound_example = "flow id " + ends.first->id + " (event " + std::to_string(index) + ")";
+      continue;
+    }
+    t_.events[src].flow_out = next;
+    t_.events[dst].flow_in = next;
+    ++next;
+    ++linked;
+  }
+  const int64_t open_ends = static_cast<int64_t>(fwdbwd_.size()) - 2 * static_cast<int64_t>(pairs.size());
+  if (linked > 0) {
+    t_.stats.rows.push_back(ImportStat{"fwdbwd flows read (forward op -> its backward op, across threads)", linked, "", false});
+  }
+  if (unbound > 0) {
+    t_.stats.rows.push_back(ImportStat{"fwdbwd flows not used (no op at an end, or backward before forward)", unbound,
+                                       unbound_example, false});
+  }
+  if (open_ends > 0) {
+    t_.stats.rows.push_back(ImportStat{"fwdbwd flow ends without their other end (not used)", open_ends, "", false});
+  }
+  if (fwdbwd_bad_ > 0) {
+    t_.stats.rows.push_back(ImportStat{"fwdbwd flow events without a usable id, ts, pid or tid (not used)", fwdbwd_bad_,
+                                       fwdbwd_bad_example_, false});
+  }
+  fwdbwd_.clear();
+  fwdbwd_.shrink_to_fit();
+}
+
 void Importer::note_window(const RawEvent& r) {
   int64_t ts = 0, dur = 0;
   if (!r.has_ts || !r.has_dur || r.bad_ts_type || r.bad_dur_type || !detail::parse_us_to_ns(r.ts, &ts) ||
@@ -1369,6 +1483,7 @@ void Importer::handle(const RawEvent& r, const char* start, const char* end) {
   if (!r.has_ph) return bad("event without ph", start, end);
   if (!is(r.ph, "X")) {
     if (is(r.ph, "M")) handle_meta(r);
+    if ((is(r.ph, "s") || is(r.ph, "f")) && r.has_cat && is(r.cat, "fwdbwd")) return note_fwdbwd(r, start, end);
     // One-letter phases (all real ones) are counted in an array: flow events
     // alone are a third of a trace.
     if (r.ph.size() == 1) {
@@ -1583,6 +1698,7 @@ Status Importer::read_device_properties(size_t b, size_t e) {
 
 Result<RankTrace> Importer::finish() {
   RankTrace& t = t_;
+  link_fwdbwd();
   // Unknown categories on a process that is a GPU (by its process_labels, or
   // by the GPU events written under its pid) are not CPU work: e.g. CUPTI's
   // "cuda_profiler_range" on pid 0. Known CPU categories win: Qwen traces put

@@ -527,5 +527,30 @@ expect 1 "synth past the hard open-file limit" -- bash -c 'ulimit -Sn 40 && ulim
 says "synth past the hard open-file limit" "--ranks 100 writes 100 files at once, but this process may open only 40 (ulimit -n)"
 [ -n "$(ls "$tmp/s100h" 2>/dev/null)" ] && { echo "FAIL: synth past the hard limit left files"; fails=$((fails + 1)); }
 
+# deprofile: the profiler's cost taken out of a step (docs/replay.md, "The profiler's cost").
+h200="$(dirname "$0")/../data/traces/h200_transformer_train.json.gz"
+expect 2 "deprofile without -o" -- "$emo" deprofile "$h200"
+expect 2 "deprofile --host-scale over 1" -- "$emo" deprofile "$h200" -o "$tmp/dp" --host-scale 2
+expect 1 "deprofile a trace without untraced steps" -- "$emo" deprofile "$tmp/tdp4" -o "$tmp/dp"
+says "deprofile a trace without untraced steps" "the trace does not say how long the job's steps take without the profiler"
+[ -e "$tmp/dp" ] && { echo "FAIL: a failed deprofile left its output folder"; fails=$((fails + 1)); }
+expect 1 "deprofile onto its input folder" -- "$emo" deprofile "$tmp/tdp4" -o "$tmp/tdp4"
+expect 0 "deprofile the H200 step" -- "$emo" deprofile "$h200" -o "$tmp/dp"
+says_out() { grep -q -- "$2" "$tmp/out" || { echo "FAIL: $1: stdout lacks '$2'"; fails=$((fails + 1)); }; }
+says_out "deprofile the H200 step" "18.085 ms traced, 11.269 ms without the profiler"
+expect 0 "analyze the deprofiled step" -- "$emo" analyze "$tmp/dp"
+grep -q "profiler slowed" "$tmp/err" && { echo "FAIL: the deprofiled step is still doubted"; fails=$((fails + 1)); }
+grep -q "^step span: measured 11\.2[0-9][0-9] ms" "$tmp/out" || { echo "FAIL: the deprofiled step is not the untraced one"; sed 's/^/  | /' "$tmp/out" | head -3; fails=$((fails + 1)); }
+# --deprofile on the other commands: the same step in memory, said.
+expect 0 "analyze --deprofile" -- "$emo" analyze "$h200" --deprofile
+says "analyze --deprofile" "^warning: the profiler's cost was taken out of the step (--deprofile): host time x0.49"
+grep -q "^step span: measured 11\.2[0-9][0-9] ms" "$tmp/out" || { echo "FAIL: analyze --deprofile is not the untraced step"; fails=$((fails + 1)); }
+# With a factor given, no untraced steps are needed; x1 gives the step back as recorded.
+expect 0 "deprofile at a given factor" -- "$emo" deprofile "$tmp/tdp4/train-dp_rank0.json" -o "$tmp/dp1" --host-scale 1
+expect 0 "analyze the step written back at x1" -- "$emo" analyze "$tmp/dp1" --json "$tmp/dp1.json"
+"$emo" analyze "$tmp/tdp4/train-dp_rank0.json" --json "$tmp/dp0.json" >/dev/null 2>&1
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if abs(a['measured_span_us']-b['measured_span_us'])<=1 else 1)" "$tmp/dp0.json" "$tmp/dp1.json" \
+  || { echo "FAIL: deprofile --host-scale 1 changed the step"; fails=$((fails + 1)); }
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

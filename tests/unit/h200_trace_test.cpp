@@ -111,5 +111,52 @@ TEST(H200Traces, TrainingStepIsTheHostsStepWithEveryGpuOpLaunchedInIt) { check("
 
 TEST(H200Traces, OneSequenceInferenceStepIsReadTheSameWay) { check("h200_transformer_infer.json.gz"); }
 
+// The training step's backward runs on the autograd engine's thread, which Kineto links to the loop
+// thread only by fwdbwd flows (forward op -> its backward op). With them, backward follows the host:
+// with every host category at x0 the step is the GPU's work (10.09 ms busy), below the job's untraced
+// step (11.27 ms) — so the profiler's cost on the host explains the whole slowdown. Without them
+// backward stayed where it was recorded (7.02 ms into the step) and the same what-if gave 14.17 ms.
+TEST(H200Traces, BackwardOnTheEngineThreadMovesWithTheHost) {
+  const std::string file = data_path("h200_transformer_train.json.gz");
+  const nlohmann::json doc = read_gz(file);
+  std::unordered_map<int64_t, int> ends;  // flow id -> 1 ('s'), 2 ('f'), 3 (both)
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("cat", "") != "fwdbwd") continue;
+    ends[e["id"].get<int64_t>()] |= e.value("ph", "") == "s" ? 1 : 2;
+  }
+  int64_t pairs = 0;
+  for (const auto& [id, m] : ends) pairs += m == 3;
+  ASSERT_GT(pairs, 100);
+  auto w = load({file}, LoadOptions{});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  int64_t read = 0;
+  for (const auto& row : w->ranks[0].stats.rows) {
+    if (row.what.rfind("fwdbwd flows read", 0) == 0) read = row.count;
+  }
+  EXPECT_EQ(read, pairs);
+  EXPECT_GT(w->graph.stats.thread_flow_edges, pairs / 3);  // the last step's share of them at least
+  EXPECT_EQ(w->graph.stats.thread_waits, 1);
+  const Analysis a = analyze(*w);
+  EXPECT_LT(std::abs(a.replay_error_pct), 0.5);
+  const Expected x = expected(doc);
+  std::vector<double> u = x.untraced_us;
+  ASSERT_EQ(u.size(), 3u);
+  std::sort(u.begin(), u.end());
+  auto host_at = [&](const std::string& f) {
+    std::vector<Scale> ss;
+    for (const char* c : {"cpu_op", "cuda_runtime", "cuda_driver", "cpu_gap", "user_annotation"}) {
+      ss.push_back(Scale{std::string("cat:") + c, std::stod(f)});
+    }
+    auto r = what_if(*w, ss);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+    return r.ok() ? double(r->predicted_span_ns) / 1000.0 : -1.0;
+  };
+  const double busy_us = double(a.gpus[0].busy_ns) / 1000.0;
+  const double host0 = host_at("0");
+  EXPECT_GE(host0, busy_us);
+  EXPECT_LT(host0, u[1]);
+  EXPECT_NEAR(host_at("1"), double(a.measured_span_ns) / 1000.0, 20.0);
+}
+
 }  // namespace
 }  // namespace emo::analysis

@@ -44,6 +44,7 @@ using Action = std::function<int()>;
 void add_analyze(CLI::App& root, Action& action);
 void add_whatif(CLI::App& root, Action& action);
 void add_synth(CLI::App& root, Action& action);
+void add_deprofile(CLI::App& root, Action& action);
 void add_devices(CLI::App& root, Action& action);
 void add_model_check(CLI::App& root, Action& action);
 void add_pack(CLI::App& root, Action& action);

@@ -18,6 +18,7 @@ struct AnalyzeArgs {
   bool per_kernel = false;
   bool no_split = false;
   bool cpu_ops_as_kernels = false;
+  bool deprofile = false;
 };
 }  // namespace
 
@@ -35,6 +36,7 @@ void add_analyze(CLI::App& root, Action& action) {
                   "write the critical path piece by piece (nodes and dependency latencies) to FILE");
   sub->add_flag("--per-kernel", args->per_kernel, "include every GPU op with its slack in --json");
   sub->add_flag("--cpu-ops-as-kernels", args->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
+  add_deprofile_flag(sub, args->deprofile);
   sub->add_flag("--no-split-collectives", args->no_split,
                 "keep each collective kernel whole instead of splitting wait-for-peers from transfer");
   sub->callback([args, &action] {
@@ -44,6 +46,7 @@ void add_analyze(CLI::App& root, Action& action) {
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.build.split_collectives = !args->no_split;
       o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
+      o.load.deprofile = args->deprofile;
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "session_flags.h"
 #include "emo/backends/apply.h"
 #include "emo/base/file_util.h"
 #include "emo/report/views.h"
@@ -28,6 +29,7 @@ struct ApplyArgs {
   bool verify = false;
   bool evaluate = false;
   bool cpu_ops_as_kernels = false;
+  bool deprofile = false;
 };
 
 std::string ci(const std::vector<double>& v) {
@@ -61,6 +63,7 @@ void add_apply(CLI::App& root, Action& action) {
   sub->add_flag("--evaluate", a->evaluate, "also run `emo evaluate`'s measurement of the policy and print both");
   sub->add_option("--json", a->json_out, "write the result as JSON to FILE ('-' = stdout)");
   sub->add_flag("--cpu-ops-as-kernels", a->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
+  add_deprofile_flag(sub, a->deprofile);
   sub->callback([a, &action] {
     action = [a] {
       std::vector<std::string> inputs = a->traces;
@@ -73,6 +76,7 @@ void add_apply(CLI::App& root, Action& action) {
       if (Status st = set_step(a->step, o.load.step); !st.ok()) return fail(st.error());
       o.policy_file = a->policy;
       o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
+      o.load.deprofile = a->deprofile;
       auto s = session::Session::open(std::move(o));
       if (!s.ok()) return fail(s.error());
       backends::ApplyOptions ao;

@@ -98,6 +98,7 @@ struct EvaluateArgs {
   std::optional<int64_t> step;
   int steps = 12;
   bool cpu_ops_as_kernels = false;
+  bool deprofile = false;
 };
 }  // namespace
 
@@ -114,6 +115,7 @@ void add_evaluate(CLI::App& root, Action& action) {
   sub->add_option("--steps", a->steps, "steps to run each plan for, 2 to 1000 (the first is a warm-up)")->capture_default_str();
   sub->add_option("--json", a->json_out, "write the comparison as JSON to FILE ('-' = stdout)");
   sub->add_flag("--cpu-ops-as-kernels", a->cpu_ops_as_kernels, "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
+  add_deprofile_flag(sub, a->deprofile);
   sub->callback([a, &action] {
     action = [a] {
       session::Options o;
@@ -123,6 +125,7 @@ void add_evaluate(CLI::App& root, Action& action) {
       o.eval_steps = a->steps;
       o.policy_file = a->policy;
       o.load.cpu_ops_as_kernels = a->cpu_ops_as_kernels;
+      o.load.deprofile = a->deprofile;
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       std::vector<std::string> inputs = a->traces;
       inputs.push_back(a->policy);

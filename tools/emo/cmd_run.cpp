@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "session_flags.h"
 #include "emo/base/file_util.h"
 #include "emo/report/report.h"
 #include "emo/report/views.h"
@@ -54,6 +55,7 @@ void add_run(CLI::App& root, Action& action) {
                 fmt::format("optimize a step whose replay is more than {:g} % off the trace (docs/replay.md) "
                             "instead of stopping",
                             report::kReplayRefusePct));
+  add_deprofile_flag(sub, a->options.deprofile);
   sub->add_option("--steps", a->options.eval_steps, "steps to run each plan for in the evaluation, 2 to 1000 (the first is a warm-up)")
       ->capture_default_str();
   sub->add_option("-o,--output", a->options.out_dir, "report folder (replaced only once the new one is complete)")

@@ -17,6 +17,7 @@ struct WhatIfArgs {
   std::string json_out;
   std::optional<int64_t> step;
   std::string topology, recorded_topology;
+  bool deprofile = false;
 };
 }  // namespace
 
@@ -40,6 +41,7 @@ void add_whatif(CLI::App& root, Action& action) {
                   "x model(--topology) / model(this), and this model is the one checked against the measurements");
   sub->add_option("--step", args->step, "ProfilerStep number (default: the last complete step)");
   sub->add_option("--json", args->json_out, "write the machine-readable result to FILE ('-' = stdout)");
+  add_deprofile_flag(sub, args->deprofile);
   sub->callback([args, &action] {
     action = [args] {
       std::vector<analysis::Scale> scales;
@@ -59,6 +61,7 @@ void add_whatif(CLI::App& root, Action& action) {
       session::Options o;
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
+      o.load.deprofile = args->deprofile;
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       // Read on process 0 alone (the others only serve their shards; a failure here drains them).
       std::optional<analysis::TopologyQuestion> topology;

@@ -68,6 +68,7 @@ static int run_cli(int argc, char** argv, const emo::dist::Comm& world) {
   emo::cli::add_analyze(app, action);
   emo::cli::add_whatif(app, action);
   emo::cli::add_synth(app, action);
+  emo::cli::add_deprofile(app, action);
   emo::cli::add_devices(app, action);
   emo::cli::add_model_check(app, action);
   emo::cli::add_pack(app, action);

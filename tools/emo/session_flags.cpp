@@ -23,6 +23,14 @@ void PackFlags::add_to(CLI::App* sub, const std::string& device_help) {
                 "what packing costs");
   sub->add_flag("--cpu-ops-as-kernels", cpu_ops_as_kernels,
                 "a trace of a CPU-only run: each leaf CPU operator stands in for a kernel of its duration on the emulated GPU (try the whole loop without a GPU; docs/python.md)");
+  add_deprofile_flag(sub, deprofile);
+}
+
+void add_deprofile_flag(CLI::App* sub, bool& into) {
+  sub->add_flag("--deprofile", into,
+                "where the profiler slowed the step by more than 10 % against the job's untraced steps the trace "
+                "carries (emo_untraced_step_us), work on the step without the profiler's host cost (as `emo "
+                "deprofile` writes it; docs/replay.md, \"The profiler's cost\")");
 }
 
 Result<session::Options> PackFlags::options() const {
@@ -31,6 +39,7 @@ Result<session::Options> PackFlags::options() const {
   o.device = device;
   EMO_RETURN_IF_ERROR(set_step(step, o.load.step));
   o.load.cpu_ops_as_kernels = cpu_ops_as_kernels;
+  o.load.deprofile = deprofile;
   o.pack.min_switch_multiple = min_pack;
   if (min_pack_ms_option && min_pack_ms_option->count() > 0) {
     if (!(min_pack_ms >= 0 && min_pack_ms <= 1e9))

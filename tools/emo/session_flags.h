@@ -23,11 +23,15 @@ struct PackFlags {
   int clocks = 4;
   bool per_kernel = false;
   bool cpu_ops_as_kernels = false;
+  bool deprofile = false;
   // Registers the flags on `sub` (the traces positional included).
   void add_to(CLI::App* sub, const std::string& device_help);
   // The session's options for these flags (the rest at their defaults).
   Result<session::Options> options() const;
 };
+
+// --deprofile on `sub`, into `into` (LoadOptions::deprofile).
+void add_deprofile_flag(CLI::App* sub, bool& into);
 
 // Renders `view` into `path` ('-' = stdout), replacing the file only once it is complete.
 Status write_view(session::Session& s, const report::View& view, const std::string& path);

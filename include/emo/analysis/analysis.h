@@ -24,7 +24,23 @@ struct LoadOptions {
   std::optional<int64_t> step;  // ProfilerStep number; nullopt = last complete step
   // A CPU-only trace's operators stand in for the kernels of a GPU job (trace::cpu_ops_as_kernels).
   bool cpu_ops_as_kernels = false;
+  // Where the profiler slowed the step past the doubt (kProfilerSlowdownDoubtPct) against the job's
+  // untraced steps the traces carry, take its cost on the host out (emo/analysis/deprofile.h) and work
+  // on the step as the job runs it (Workload::deprofiled says so).
+  bool deprofile = false;
   graph::BuildOptions build;
+};
+
+// The profiler's cost on the host, as estimate_profiler_cost (emo/analysis/deprofile.h) finds it.
+struct ProfilerCost {
+  int64_t traced_ns = 0;      // the step as the trace measured it
+  int64_t untraced_ns = 0;    // the job's untraced step: the median over ranks of each rank's median
+  double host_scale = 1.0;    // host time x this replays the step at untraced_ns (0 to 1)
+  int64_t replayed_ns = 0;    // the step replayed at host_scale
+  int64_t host0_ns = 0;       // the step replayed with no host time at all
+  // false: even without host time the step is longer than the untraced one (host_scale 0): the host's
+  // time does not explain the whole difference.
+  bool explained = true;
 };
 
 // The traces of one step and its graph.
@@ -33,6 +49,9 @@ struct Workload {
   std::vector<int64_t> steps;           // step used per rank (-1: whole trace)
   int64_t events = 0;                   // events kept across ranks
   graph::Graph graph;
+  // Set where LoadOptions::deprofile took the profiler's cost out: the step is the one the job runs
+  // (ranks and graph are of the step written back at cost.host_scale).
+  std::optional<ProfilerCost> deprofiled;
 };
 
 // The trace files `paths` names: a folder stands for the files in it (not its subfolders) whose names

@@ -60,7 +60,11 @@ enum class EdgeKind : uint8_t {
   kCrossStream,  // event record on stream A -> stream wait on stream B
   kSync,         // GPU op end -> blocking CPU call end
   kCollective,   // rank's collective kernel <-> logical collective
+  kCrossThread,  // one CPU thread -> another: a forward op -> its backward op on the autograd engine's
+                 // thread (Kineto's fwdbwd flows), and that thread's last op -> the thread that waited
+                 // for it (the training loop blocked in backward())
 };
+inline constexpr int kEdgeKinds = 7;
 const char* to_string(EdgeKind k);
 
 struct Edge {
@@ -120,6 +124,12 @@ struct BuildStats {
   int64_t poll_ranges = 0;
   int64_t poll_wait_ns = 0;             // measured time of those loops up to the op's end
   std::string poll_example;
+  // Dependencies between CPU threads from fwdbwd flows (EdgeKind::kCrossThread): forward -> backward
+  // edges, and waits of a thread that sat blocked while another ran its backward ops.
+  int64_t thread_flow_edges = 0;
+  int64_t thread_waits = 0;
+  int64_t thread_wait_ns = 0;          // measured time of those waits up to the other thread's end
+  std::string thread_wait_example;
   std::vector<std::string> notes;
 };
 
@@ -149,7 +159,7 @@ struct Graph {
 
   // Inherent latency of each EdgeKind (median of the gaps of edges of that kind
   // that bound their point): launch latency on an empty queue, kernel-to-kernel gap, ...
-  int64_t inherent_lat_ns[6] = {0, 0, 0, 0, 0, 0};
+  int64_t inherent_lat_ns[kEdgeKinds] = {0, 0, 0, 0, 0, 0, 0};
 
   std::vector<Lane> lanes;
   std::vector<std::string> rank_paths;  // input file of each rank

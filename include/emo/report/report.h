@@ -39,6 +39,7 @@ struct RunOptions {
   bool check = true;                // run the policy on the profiling GPU before handing it out
                                     // (optimize::optimize_checked); not with profiled_dir
   bool accept_doubt = false;        // go on past refuse_doubtful_step (views.h)
+  bool deprofile = false;           // LoadOptions::deprofile: the step without the profiler's host cost
   synth::Options example = example_options();
   std::function<void(const std::string&)> progress;  // one line per stage; may be empty
 };

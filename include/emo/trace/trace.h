@@ -80,11 +80,16 @@ struct Event {
   EventKind kind = EventKind::kOtherCpu;
   SyncKind sync = SyncKind::kNotSync;  // kCudaSync events only
   uint32_t lane = kNoIndex;         // index into RankTrace::lanes
+  // Kineto's fwdbwd flows (a forward op -> the backward op the autograd engine ran for it, usually on
+  // another thread), numbered from 1 per trace: this op is the forward end of flow `flow_out` / the
+  // backward end of flow `flow_in`; 0: none.
+  uint32_t flow_out = 0;
   int64_t correlation = kNone;      // args.correlation (runtime call <-> GPU op)
   int64_t external_id = kNone;      // args "External id" / "external id"
   int32_t device = -1;              // GPU events: args.device
   int32_t stream = -1;              // GPU events: args.stream
   int32_t wait_on_stream = -1;      // cuda_sync: args.wait_on_stream
+  uint32_t flow_in = 0;             // see flow_out
   int64_t wait_on_event_record_corr = kNone;  // cuda_sync: args.wait_on_cuda_event_record_corr_id
   uint32_t collective = kNoIndex;   // index into RankTrace::collectives (communication kernels)
 };

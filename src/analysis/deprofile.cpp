@@ -1,0 +1,279 @@
+// The profiler's own cost on the host, taken out of a step; see emo/analysis/deprofile.h.
+#include "emo/analysis/deprofile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "emo/base/file_util.h"
+#include "emo/replay/replay.h"
+#include "emo/trace/kineto_out.h"
+
+namespace emo::analysis {
+
+using graph::NodeId;
+using graph::NodeKind;
+
+namespace {
+
+int64_t median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int64_t> host_scaled(const Workload& w, double host_scale) {
+  const graph::Graph& g = w.graph;
+  std::vector<int64_t> d = g.dur_ns;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (is_host_time(w, n)) d[n] = std::llround(static_cast<double>(d[n]) * host_scale);
+  }
+  return d;
+}
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// "trace.json.gz" -> "trace".
+std::string stem_of(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const std::string e : {".gz", ".json"}) {
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) name.resize(name.size() - e.size());
+  }
+  return name.empty() || name == "-" ? std::string("trace") : name;
+}
+
+}  // namespace
+
+bool is_host_time(const Workload& w, NodeId n) {
+  switch (w.graph.kind[n]) {
+    case NodeKind::kCpuOp:
+    case NodeKind::kCpuGap:
+    case NodeKind::kRuntime:
+    case NodeKind::kSyncCall: return true;  // a blocking call's own time: what is left after its wait
+    default: return false;                  // GPU work, collectives, and waits (kCpuWait)
+  }
+}
+
+int64_t replay_with_host_scale(const Workload& w, double host_scale) {
+  replay::Replayer r(w.graph);
+  replay::Timeline tl;
+  r.run(host_scaled(w, host_scale), tl);
+  return tl.makespan_ns();
+}
+
+Result<ProfilerCost> estimate_profiler_cost(const Workload& w) {
+  std::vector<int64_t> per_rank;
+  for (const trace::RankTrace& t : w.ranks) {
+    if (!t.untraced_step_ns.empty()) per_rank.push_back(median(t.untraced_step_ns));
+  }
+  const std::string where = w.ranks.empty() ? std::string() : w.ranks[0].path;
+  if (per_rank.empty()) {
+    return make_error(where, "the trace does not say how long the job's steps take without the profiler",
+                      "record it with emo.torch.capture or EnergyOptimizer (they time the job's untraced steps into "
+                      "emo_untraced_step_us), or give --host-scale");
+  }
+  ProfilerCost c;
+  c.untraced_ns = median(per_rank);
+  c.traced_ns = replay_with_host_scale(w, 1.0);
+  if (c.traced_ns <= c.untraced_ns) {
+    return make_error(where,
+                      fmt::format("the profiler did not slow this step: {:.3f} ms traced, {:.3f} ms without the profiler",
+                                  ms(c.traced_ns), ms(c.untraced_ns)),
+                      "there is no profiler cost to take out; use the trace as it is");
+  }
+  c.host0_ns = replay_with_host_scale(w, 0.0);
+  if (c.host0_ns >= c.untraced_ns) {
+    c.host_scale = 0;
+    c.replayed_ns = c.host0_ns;
+    c.explained = false;
+    return c;
+  }
+  // The replay is monotone in the host's durations: bisect for the largest factor whose step is no
+  // longer than the untraced one, to 1e-4.
+  double lo = 0, hi = 1;
+  while (hi - lo > 1e-4) {
+    const double mid = 0.5 * (lo + hi);
+    (replay_with_host_scale(w, mid) <= c.untraced_ns ? lo : hi) = mid;
+  }
+  c.host_scale = std::floor(lo * 1e4) / 1e4;
+  c.replayed_ns = replay_with_host_scale(w, c.host_scale);
+  return c;
+}
+
+std::vector<std::string> traces_with_host_scale(const Workload& w, double host_scale, const ProfilerCost* cost) {
+  const graph::Graph& g = w.graph;
+  const std::vector<int64_t> d = host_scaled(w, host_scale);
+  replay::Replayer rp(g);
+  replay::Timeline tl;
+  rp.run(d, tl);
+
+  std::vector<std::string> out;
+  for (uint32_t r = 0; r < w.ranks.size(); ++r) {
+    const trace::RankTrace& t = w.ranks[r];
+    // The rank's trace time against the graph's timeline, from a node that starts where its event does
+    // (a GPU op or a runtime call: never cut).
+    int64_t offset = 0;
+    bool have_offset = false;
+    // Trace lane -> graph lane, by what names a lane.
+    std::map<std::tuple<bool, int64_t, int64_t>, uint32_t> lane_of;
+    for (uint32_t l = 0; l < g.lanes.size(); ++l) {
+      const graph::Lane& gl = g.lanes[l];
+      if (gl.rank != r) continue;
+      lane_of[{gl.gpu, gl.gpu ? gl.device : gl.pid, gl.gpu ? gl.stream : gl.tid}] = l;
+    }
+    std::vector<uint32_t> graph_lane(t.lanes.size(), graph::kNoId);
+    for (uint32_t l = 0; l < t.lanes.size(); ++l) {
+      const trace::Lane& tl_ = t.lanes[l];
+      auto it = lane_of.find({tl_.gpu, tl_.gpu ? tl_.device : tl_.pid, tl_.gpu ? tl_.stream : tl_.tid});
+      if (it != lane_of.end()) graph_lane[l] = it->second;
+    }
+    std::vector<trace::TimeWarp> warps(g.lanes.size());
+    std::vector<NodeId> node_of(t.events.size(), graph::kNoId);  // GPU ops: their node
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (g.rank[n] != r || g.lane[n] == graph::kNoId) continue;
+      warps[g.lane[n]].a.emplace_back(g.meas_start_ns[n], tl.start(n));
+      warps[g.lane[n]].a.emplace_back(g.meas_end_ns[n], tl.end(n));
+      if (g.event[n] == graph::kNoId) continue;
+      if (graph::is_gpu(g.kind[n])) node_of[g.event[n]] = n;
+      if (!have_offset && (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kRuntime)) {
+        offset = g.meas_start_ns[n] - t.events[g.event[n]].ts_ns;
+        have_offset = true;
+      }
+    }
+    for (auto& wp : warps) wp.finish();
+
+    fmt::memory_buffer b;
+    b.append(std::string_view("{\"schemaVersion\": 1"));
+    if (!t.device_name.empty()) {
+      b.append(std::string_view(", \"deviceProperties\": [{\"id\": 0, \"name\": \""));
+      trace::append_json_escaped(b, t.device_name);
+      b.append(std::string_view("\"}]"));
+    }
+    if (t.rank >= 0) {
+      fmt::format_to(std::back_inserter(b), ",\n\"distributedInfo\": {{\"rank\": {}", t.rank);
+      if (t.world_size > 0) fmt::format_to(std::back_inserter(b), ", \"world_size\": {}", t.world_size);
+      b.push_back('}');
+    }
+    fmt::format_to(std::back_inserter(b), ",\n\"baseTimeNanoseconds\": {}", t.origin_ns);
+    if (!t.untraced_step_ns.empty()) {
+      b.append(std::string_view(",\n\"emo_untraced_step_us\": ["));
+      for (size_t i = 0; i < t.untraced_step_ns.size(); ++i) {
+        fmt::format_to(std::back_inserter(b), "{}{:.3f}", i > 0 ? ", " : "", static_cast<double>(t.untraced_step_ns[i]) / 1e3);
+      }
+      b.push_back(']');
+    }
+    fmt::format_to(std::back_inserter(b), ",\n\"emo_deprofiled\": {{\"host_scale\": {:.4f}", host_scale);
+    if (cost != nullptr) {
+      fmt::format_to(std::back_inserter(b), ", \"traced_step_us\": {:.3f}, \"untraced_step_us\": {:.3f}, \"replayed_step_us\": {:.3f}",
+                     static_cast<double>(cost->traced_ns) / 1e3, static_cast<double>(cost->untraced_ns) / 1e3,
+                     static_cast<double>(cost->replayed_ns) / 1e3);
+    }
+    b.append(std::string_view("},\n\"traceEvents\": [\n"));
+    bool first = true;
+    for (size_t i = 0; i < t.events.size(); ++i) {
+      const trace::Event& e = t.events[i];
+      if (e.lane >= t.lanes.size()) continue;
+      int64_t ts = 0, te = 0;
+      if (node_of[i] != graph::kNoId) {
+        ts = tl.start(node_of[i]);
+        te = tl.end(node_of[i]);
+      } else if (graph_lane[e.lane] != graph::kNoId) {
+        const trace::TimeWarp& wp = warps[graph_lane[e.lane]];
+        ts = wp(e.ts_ns + offset);
+        te = std::max(ts, wp(e.ts_ns + e.dur_ns + offset));
+      } else {
+        ts = e.ts_ns + offset;
+        te = ts + e.dur_ns;
+      }
+      ts -= offset;
+      te -= offset;
+      if (!first) b.append(std::string_view(",\n"));
+      first = false;
+      trace::append_kineto_event(b, t, i, ts, te, t.name_of(e));
+      // The fwdbwd flows, at their ops' starts (the reader binds them there again).
+      const trace::Lane& lane = t.lanes[e.lane];
+      if (e.flow_out != 0) {
+        fmt::format_to(std::back_inserter(b),
+                       ",\n{{\"ph\": \"s\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"}}",
+                       e.flow_out, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
+      }
+      if (e.flow_in != 0) {
+        fmt::format_to(std::back_inserter(b),
+                       ",\n{{\"ph\": \"f\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"bp\": \"e\"}}",
+                       e.flow_in, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
+      }
+    }
+    b.append(std::string_view("\n]}\n"));
+    out.push_back(fmt::to_string(b));
+  }
+  return out;
+}
+
+Result<Workload> without_profiler_cost(Workload w, const LoadOptions& options) {
+  auto c = estimate_profiler_cost(w);
+  if (!c) return w;  // no untraced step times, or a step the profiler did not slow
+  if (100.0 * (static_cast<double>(c->traced_ns) / static_cast<double>(c->untraced_ns) - 1.0) <= kProfilerSlowdownDoubtPct) {
+    return w;
+  }
+  const std::vector<std::string> texts = traces_with_host_scale(w, c->host_scale, &*c);
+  std::vector<trace::RankTrace> ranks;
+  for (size_t r = 0; r < texts.size(); ++r) {
+    auto t = trace::parse_trace(texts[r], w.ranks[r].path);
+    if (!t) return t.error();
+    ranks.push_back(std::move(*t));
+  }
+  LoadOptions again = options;
+  again.deprofile = false;
+  again.cpu_ops_as_kernels = false;  // stand-in kernels are GPU ops of the written step
+  again.step.reset();                // the written trace holds the one step
+  auto d = assemble(std::move(ranks), again);
+  if (!d) return d.error();
+  d->deprofiled = *c;
+  return d;
+}
+
+Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale) {
+  if (host_scale && !(*host_scale >= 0 && *host_scale <= 1)) {
+    return make_error("--host-scale", fmt::format("{} is not a factor from 0 to 1", *host_scale));
+  }
+  Deprofiled d;
+  if (host_scale) {
+    d.host_scale = *host_scale;
+    d.replayed_ns = replay_with_host_scale(w, d.host_scale);
+  } else {
+    auto c = estimate_profiler_cost(w);
+    if (!c) return c.error();
+    d.cost = *c;
+    d.host_scale = c->host_scale;
+    d.replayed_ns = c->replayed_ns;
+    if (!c->explained) {
+      d.warnings.push_back(fmt::format(
+          "even with no host time the step takes {:.3f} ms, longer than the job's untraced {:.3f} ms: the profiler's "
+          "cost on the host does not explain the whole difference (the GPU ran slower too, or the job's steps differ); "
+          "written with no host time at all",
+          ms(c->host0_ns), ms(c->untraced_ns)));
+    }
+  }
+  const std::vector<std::string> texts = traces_with_host_scale(w, d.host_scale, d.cost ? &*d.cost : nullptr);
+  AtomicDir dir;
+  EMO_RETURN_IF_ERROR(dir.open(out_dir, "output folder"));
+  std::set<std::string> used;
+  std::vector<std::string> names;
+  for (size_t r = 0; r < texts.size(); ++r) {
+    std::string name = stem_of(w.ranks[r].path);
+    if (!used.insert(name).second) name += fmt::format("_rank{}", w.graph.rank_id(graph::RankIndex(static_cast<uint32_t>(r))));
+    used.insert(name);
+    name += ".json";
+    EMO_RETURN_IF_ERROR(dir.write(name, texts[r]));
+    names.push_back(name);
+  }
+  EMO_RETURN_IF_ERROR(dir.commit());
+  for (const std::string& n : names) d.files.push_back((std::filesystem::path(dir.final_path()) / n).string());
+  return d;
+}
+
+}  // namespace emo::analysis
