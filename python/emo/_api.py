@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _emo
-from ._errors import DeviceError, InputError
+from ._errors import DeviceError, InputError, OptionError
 from ._progress import Progress, ProgressArg
 
 if TYPE_CHECKING:
@@ -503,15 +503,19 @@ def run(paths: Optional[Paths] = None, out_dir: PathLike = "emo-report", device:
 
 
 def deprofile(paths: Paths, out_dir: PathLike, *, step: Optional[int] = None, host_scale: Optional[float] = None,
-              cpu_ops_as_kernels: bool = False) -> Dict[str, Any]:
+              untraced_step_ms: Optional[float] = None, cpu_ops_as_kernels: bool = False) -> Dict[str, Any]:
     """`emo deprofile TRACE... -o OUT_DIR`: the step as the job runs it without the profiler's cost on the host
     (docs/replay.md, "The profiler's cost"). From the job's untraced step times the trace carries
     (emo_untraced_step_us, which emo.torch.capture and EnergyOptimizer write), finds the factor on host time at
-    which the replayed step takes the untraced time (or uses `host_scale`), and writes the step at it as Kineto
+    which the replayed step takes the untraced time (`untraced_step_ms` where the trace has none: the job's
+    step time from its own log), or uses `host_scale`, and writes the step at it as Kineto
     traces, one per rank, into OUT_DIR. Returns host_scale, replayed_ms, files and warnings, and where the factor
     was found traced_ms, untraced_ms and explained (False: even with no host time the step is longer)."""
+    if host_scale is not None and untraced_step_ms is not None:
+        raise OptionError("give either the factor or the job's step time, not both", where="host_scale",
+                          option="host_scale")
     return dict(_emo.deprofile(_paths(paths), os.fspath(out_dir), step=step, host_scale=host_scale,
-                               cpu_ops_as_kernels=cpu_ops_as_kernels))
+                               untraced_step_ms=untraced_step_ms, cpu_ops_as_kernels=cpu_ops_as_kernels))
 
 
 def synth(workload: str, out_dir: PathLike, *, ranks: int = 2, layers: int = 4, steps: int = 3,

@@ -765,7 +765,7 @@ NB_MODULE(_emo, m) {
   m.def(
       "deprofile",
       [](const std::vector<std::string>& traces, const std::string& out_dir, std::optional<int64_t> step,
-         std::optional<double> host_scale, bool cpu_ops_as_kernels) {
+         std::optional<double> host_scale, std::optional<double> untraced_step_ms, bool cpu_ops_as_kernels) {
         std::optional<emo::Result<emo::analysis::Deprofiled>> r;
         {
           nb::gil_scoped_release nogil;
@@ -778,7 +778,13 @@ NB_MODULE(_emo, m) {
             lo.cpu_ops_as_kernels = cpu_ops_as_kernels;
             auto w = emo::analysis::load(*paths, lo);
             if (!w) return w.error();
-            return emo::analysis::deprofile(*w, out_dir, host_scale);
+            std::optional<int64_t> untraced_ns;
+            if (untraced_step_ms) {
+              if (!(*untraced_step_ms > 0 && *untraced_step_ms <= 1e9))
+                return emo::make_error("untraced_step_ms", "must be a step time in ms above 0");
+              untraced_ns = static_cast<int64_t>(*untraced_step_ms * 1e6 + 0.5);
+            }
+            return emo::analysis::deprofile(*w, out_dir, host_scale, untraced_ns);
           }());
         }
         emo::analysis::Deprofiled d = take(std::move(*r));
@@ -795,7 +801,7 @@ NB_MODULE(_emo, m) {
         return nb::borrow<nb::dict>(to_py(j));
       },
       "traces"_a, "out_dir"_a, nb::kw_only(), "step"_a = nb::none(), "host_scale"_a = nb::none(),
-      "cpu_ops_as_kernels"_a = false, "`emo deprofile`: what it found and the files it wrote");
+      "untraced_step_ms"_a = nb::none(), "cpu_ops_as_kernels"_a = false, "`emo deprofile`: what it found and the files it wrote");
 
   m.def(
       "expand_trace_paths",

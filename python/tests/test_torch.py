@@ -140,6 +140,11 @@ def test_deprofile_writes_the_step_without_the_profilers_cost(tmp_path):
     a = emo.analyze(d["files"])  # the stand-in kernels are GPU ops of the written step
     assert abs(a.to_json()["measured_span_us"] / 1e3 - d["replayed_ms"]) < 0.01, (a.to_json()["measured_span_us"], d)
     assert not [w for w in a.warnings if "profiler slowed" in w], a.warnings
+    # The job's step time given instead of the trace's: the same factor.
+    d2 = emo.deprofile(out, tmp_path / "dp2", untraced_step_ms=d["untraced_ms"], cpu_ops_as_kernels=True)
+    assert d2["host_scale"] == d["host_scale"], (d2, d)
+    with pytest.raises(emo.OptionError):
+        emo.deprofile(out, tmp_path / "dp3", host_scale=0.5, untraced_step_ms=10.0)
     # The same step through deprofile=True of the other calls: the step the job runs, said.
     b = emo.analyze(out, cpu_ops_as_kernels=True, deprofile=True)
     assert abs(b.to_json()["measured_span_us"] / 1e3 - d["replayed_ms"]) < 0.01

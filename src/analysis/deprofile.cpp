@@ -65,19 +65,21 @@ int64_t replay_with_host_scale(const Workload& w, double host_scale) {
   return tl.makespan_ns();
 }
 
-Result<ProfilerCost> estimate_profiler_cost(const Workload& w) {
+Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int64_t> untraced_ns) {
   std::vector<int64_t> per_rank;
   for (const trace::RankTrace& t : w.ranks) {
     if (!t.untraced_step_ns.empty()) per_rank.push_back(median(t.untraced_step_ns));
   }
   const std::string where = w.ranks.empty() ? std::string() : w.ranks[0].path;
-  if (per_rank.empty()) {
+  if (untraced_ns && *untraced_ns <= 0) return make_error("--untraced-step-ms", "must be a step time above 0");
+  if (per_rank.empty() && !untraced_ns) {
     return make_error(where, "the trace does not say how long the job's steps take without the profiler",
                       "record it with emo.torch.capture or EnergyOptimizer (they time the job's untraced steps into "
-                      "emo_untraced_step_us), or give --host-scale");
+                      "emo_untraced_step_us), or give the job's step time (--untraced-step-ms) or the factor "
+                      "(--host-scale)");
   }
   ProfilerCost c;
-  c.untraced_ns = median(per_rank);
+  c.untraced_ns = untraced_ns ? *untraced_ns : median(per_rank);
   c.traced_ns = replay_with_host_scale(w, 1.0);
   if (c.traced_ns <= c.untraced_ns) {
     return make_error(where,
@@ -236,7 +238,8 @@ Result<Workload> without_profiler_cost(Workload w, const LoadOptions& options) {
   return d;
 }
 
-Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale) {
+Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale,
+                             std::optional<int64_t> untraced_ns) {
   if (host_scale && !(*host_scale >= 0 && *host_scale <= 1)) {
     return make_error("--host-scale", fmt::format("{} is not a factor from 0 to 1", *host_scale));
   }
@@ -245,7 +248,7 @@ Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std:
     d.host_scale = *host_scale;
     d.replayed_ns = replay_with_host_scale(w, d.host_scale);
   } else {
-    auto c = estimate_profiler_cost(w);
+    auto c = estimate_profiler_cost(w, untraced_ns);
     if (!c) return c.error();
     d.cost = *c;
     d.host_scale = c->host_scale;

@@ -541,6 +541,11 @@ says_out "deprofile the H200 step" "18.085 ms traced, 11.269 ms without the prof
 expect 0 "analyze the deprofiled step" -- "$emo" analyze "$tmp/dp"
 grep -q "profiler slowed" "$tmp/err" && { echo "FAIL: the deprofiled step is still doubted"; fails=$((fails + 1)); }
 grep -q "^step span: measured 11\.2[0-9][0-9] ms" "$tmp/out" || { echo "FAIL: the deprofiled step is not the untraced one"; sed 's/^/  | /' "$tmp/out" | head -3; fails=$((fails + 1)); }
+# The job's step time given instead (a trace recorded without emo.torch.capture): the same factor.
+expect 0 "deprofile at the job's step time" -- "$emo" deprofile "$tmp/tdp4/train-dp_rank0.json" -o "$tmp/dpu" --untraced-step-ms 9
+says_out "deprofile at the job's step time" "without the profiler (--untraced-step-ms)"
+expect 2 "deprofile with both a factor and a step time" -- "$emo" deprofile "$h200" -o "$tmp/dpx" --host-scale 0.5 --untraced-step-ms 11
+expect 2 "deprofile at a step time of 0" -- "$emo" deprofile "$h200" -o "$tmp/dpx" --untraced-step-ms 0
 # --deprofile on the other commands: the same step in memory, said.
 expect 0 "analyze --deprofile" -- "$emo" analyze "$h200" --deprofile
 says "analyze --deprofile" "^warning: the profiler's cost was taken out of the step (--deprofile): host time x0.49"

@@ -157,13 +157,12 @@ TEST(Deprofile, AtOneTheStepIsWrittenBackAsItsReplay) {
 // [145,150], cudaLaunchKernel [150,155] -> K2 [160,180] (10 after its call starts, as K1). The step is
 // [100,180], 80 µs. With host time x a the second call starts at 100 + 50a, K2 at max(110 + 50a, 130)
 // (it follows K1 on the stream), and the step is max(50, 30 + 50a) µs: 80 at a = 1, 50 at a = 0.
+std::string launch_step_json() {
+  return test::TraceJson().launch("K1", 7, 100, 110, 20, 1).cpu("prep", 130, 15).launch("K2", 7, 150, 160, 20, 2).str();
+}
+
 std::string launch_step(const std::string& untraced) {
-  return test::TraceJson()
-             .launch("K1", 7, 100, 110, 20, 1)
-             .cpu("prep", 130, 15)
-             .launch("K2", 7, 150, 160, 20, 2)
-             .str()
-             .insert(1, "\"emo_untraced_step_us\": [" + untraced + "], ");
+  return launch_step_json().insert(1, "\"emo_untraced_step_us\": [" + untraced + "], ");
 }
 
 TEST(Deprofile, AStepTheHostCannotExplainIsSaidAndOneTheProfilerDidNotSlowIsRefused) {
@@ -184,6 +183,11 @@ TEST(Deprofile, AStepTheHostCannotExplainIsSaidAndOneTheProfilerDidNotSlowIsRefu
   EXPECT_LE(c65->replayed_ns, 65'000);
   EXPECT_GE(c65->replayed_ns, 64'980);
   EXPECT_EQ(replay_with_host_scale(w65, c65->host_scale), c65->replayed_ns);
+  // The job's step time given: it wins over the trace's (65 against 40 here), as for a trace without.
+  auto given = estimate_profiler_cost(w, 65'000);
+  ASSERT_TRUE(given.ok()) << given.error().message();
+  EXPECT_EQ(given->untraced_ns, 65'000);
+  EXPECT_NEAR(given->host_scale, 0.7, 2e-4);
   // Untraced no faster than traced: nothing to take out.
   auto none = estimate_profiler_cost(load_text(launch_step("80, 90")));
   ASSERT_FALSE(none.ok());
@@ -192,6 +196,9 @@ TEST(Deprofile, AStepTheHostCannotExplainIsSaidAndOneTheProfilerDidNotSlowIsRefu
   auto missing = estimate_profiler_cost(load_text(test::TraceJson().launch("K1", 7, 100, 110, 20, 1).str()));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("does not say how long the job's steps take"), std::string::npos);
+  auto missing_given = estimate_profiler_cost(load_text(launch_step_json()), 65'000);
+  ASSERT_TRUE(missing_given.ok()) << missing_given.error().message();
+  EXPECT_NEAR(missing_given->host_scale, 0.7, 2e-4);
 }
 
 }  // namespace

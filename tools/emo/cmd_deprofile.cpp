@@ -18,6 +18,7 @@ struct DeprofileArgs {
   std::string out_dir;
   std::optional<int64_t> step;
   std::optional<double> host_scale;
+  std::optional<double> untraced_ms;
 };
 
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
@@ -27,6 +28,16 @@ int run_deprofile(const DeprofileArgs& a) {
     fail(make_error("--host-scale", std::to_string(*a.host_scale) + " is not a factor from 0 to 1"));
     return kExitUsage;
   }
+  if (a.host_scale && a.untraced_ms) {
+    fail(make_error("--host-scale", "give either the factor or the job's step time (--untraced-step-ms), not both"));
+    return kExitUsage;
+  }
+  if (a.untraced_ms && !(*a.untraced_ms > 0 && *a.untraced_ms <= 1e9)) {
+    fail(make_error("--untraced-step-ms", "must be a step time in ms above 0"));
+    return kExitUsage;
+  }
+  std::optional<int64_t> untraced_ns;
+  if (a.untraced_ms) untraced_ns = static_cast<int64_t>(*a.untraced_ms * 1e6 + 0.5);
   auto paths = analysis::expand_trace_paths(a.traces);
   if (!paths) return fail(paths.error());
   if (Status st = check_outputs(*paths, {{"-o", a.out_dir}}); !st.ok()) return fail(st.error());
@@ -34,12 +45,12 @@ int run_deprofile(const DeprofileArgs& a) {
   if (Status st = set_step(a.step, lo.step); !st.ok()) return fail(st.error());
   auto w = analysis::load(*paths, lo);
   if (!w) return fail(w.error());
-  auto d = analysis::deprofile(*w, a.out_dir, a.host_scale);
+  auto d = analysis::deprofile(*w, a.out_dir, a.host_scale, untraced_ns);
   if (!d) return fail(d.error());
   for (const std::string& text : d->warnings) warn(text);
   if (d->cost) {
-    std::printf("step: %.3f ms traced, %.3f ms without the profiler (emo_untraced_step_us)\n", ms(d->cost->traced_ns),
-                ms(d->cost->untraced_ns));
+    std::printf("step: %.3f ms traced, %.3f ms without the profiler (%s)\n", ms(d->cost->traced_ns),
+                ms(d->cost->untraced_ns), untraced_ns ? "--untraced-step-ms" : "emo_untraced_step_us");
   }
   std::printf("host time x%.4f: the step replays at %.3f ms\n", d->host_scale, ms(d->replayed_ns));
   for (const std::string& f : d->files) std::printf("wrote %s\n", f.c_str());
@@ -63,8 +74,11 @@ void add_deprofile(CLI::App& root, Action& action) {
   sub->add_option("-o,--out", args->out_dir, "output folder (replaced once complete): one <name>.json per rank")
       ->required();
   sub->add_option("--step", args->step, "ProfilerStep number (default: the last complete step)");
+  sub->add_option("--untraced-step-ms", args->untraced_ms,
+                  "the job's step time without the profiler, in ms (e.g. from its own log), instead of the trace's "
+                  "emo_untraced_step_us: for traces recorded without emo.torch.capture");
   sub->add_option("--host-scale", args->host_scale,
-                  "the factor on host time, from 0 to 1, instead of the one the untraced steps give");
+                  "the factor on host time, from 0 to 1, instead of the one the untraced step gives");
   sub->callback([&action, args] { action = [args] { return run_deprofile(*args); }; });
 }
 

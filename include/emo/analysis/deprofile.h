@@ -21,14 +21,15 @@
 
 namespace emo::analysis {
 
-
 // The workload of the step without the profiler's cost where the profiler slowed it by more than
 // kProfilerSlowdownDoubtPct against the untraced steps the traces carry (LoadOptions::deprofile), else
 // `w` as it is. The new workload's ranks keep their files' paths.
 Result<Workload> without_profiler_cost(Workload w, const LoadOptions& options);
 
-// Errors: no rank carries untraced step times; the traced step is not slower than the untraced one.
-Result<ProfilerCost> estimate_profiler_cost(const Workload& w);
+// The factor on host time that replays the step at the job's untraced step: `untraced_ns` where given
+// (the user's own figure, e.g. from the job's log), else the traces' emo_untraced_step_us. Errors: no
+// untraced step known; the traced step is not slower than the untraced one.
+Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int64_t> untraced_ns = std::nullopt);
 
 // Whether node `n` is host time the profiler inflates (its category as `whatif --scale cat:` sees it:
 // cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap).
@@ -49,9 +50,11 @@ struct Deprofiled {
   std::vector<std::string> files;       // written, one per rank (DIR/<name>.json)
   std::vector<std::string> warnings;    // e.g. a slowdown the host's time does not explain
 };
-// Writes the step with host time x `host_scale` (nullopt: the factor estimate_profiler_cost finds) into
+// Writes the step with host time x `host_scale` (nullopt: the factor estimate_profiler_cost finds for
+// `untraced_ns`, or for the traces' untraced steps where that is nullopt too) into
 // the folder `out_dir`, one <name>.json per rank (the input's file name without .json/.json.gz; _rank<R>
 // added where two share one), replacing the folder only once complete (AtomicDir).
-Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale);
+Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale,
+                             std::optional<int64_t> untraced_ns = std::nullopt);
 
 }  // namespace emo::analysis
