@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "emo/base/file_util.h"
+#include "emo/base/stats.h"
 #include "emo/replay/replay.h"
 #include "emo/trace/kineto_out.h"
 
@@ -20,11 +21,6 @@ using graph::NodeId;
 using graph::NodeKind;
 
 namespace {
-
-int64_t median(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::vector<int64_t> host_scaled(const Workload& w, double host_scale) {
   const graph::Graph& g = w.graph;
@@ -66,9 +62,11 @@ int64_t replay_with_host_scale(const Workload& w, double host_scale) {
 }
 
 Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int64_t> untraced_ns) {
-  std::vector<int64_t> per_rank;
+  // Each rank's median as the doubt check (step_warnings) takes it, then their median.
+  std::vector<double> per_rank;
   for (const trace::RankTrace& t : w.ranks) {
-    if (!t.untraced_step_ns.empty()) per_rank.push_back(median(t.untraced_step_ns));
+    if (!t.untraced_step_ns.empty())
+      per_rank.push_back(median(std::vector<double>(t.untraced_step_ns.begin(), t.untraced_step_ns.end())));
   }
   const std::string where = w.ranks.empty() ? std::string() : w.ranks[0].path;
   if (untraced_ns && *untraced_ns <= 0) return make_error("--untraced-step-ms", "must be a step time above 0");
@@ -79,7 +77,7 @@ Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int
                       "(--host-scale)");
   }
   ProfilerCost c;
-  c.untraced_ns = untraced_ns ? *untraced_ns : median(per_rank);
+  c.untraced_ns = untraced_ns ? *untraced_ns : std::llround(median(per_rank));
   c.traced_ns = replay_with_host_scale(w, 1.0);
   if (c.traced_ns <= c.untraced_ns) {
     return make_error(where,
