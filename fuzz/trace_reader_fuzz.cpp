@@ -2,7 +2,9 @@
 // Error or tables that hold the reader's invariants, and select_step must keep
 // them; a crash, a sanitizer report or a trap here is a bug in trace/. A trace
 // that reads also goes through the step's doubt checks (analysis::step_warnings,
-// analysis::device_warnings), which must not fail on any of them.
+// analysis::device_warnings), which must not fail on any of them, and through the
+// independent executor with the host's time halved (its flows between threads and
+// its gates: an answer or an Error, never a crash or a hang).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include "emo/analysis/analysis.h"
 #include "emo/analysis/deprofile.h"
+#include "emo/executor/executor.h"
 #include "emo/trace/trace.h"
 
 namespace {
@@ -65,6 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_tables(r.value());
   std::vector<emo::trace::RankTrace> ranks;
   ranks.push_back(std::move(r).value());
+  emo::executor::Scenario host;
+  host.cpu_factor = 0.5;
+  emo::Result<emo::executor::Execution> ex = emo::executor::execute(ranks, host);
+  check(ex.ok() ? ex.value().span_ns >= 0 : !ex.error().what.empty());
   emo::Result<emo::analysis::Workload> w = emo::analysis::assemble(std::move(ranks), {});
   if (!w.ok()) return 0;
   const emo::analysis::Analysis a = emo::analysis::analyze(w.value());

@@ -1,13 +1,15 @@
 // What-if: scale the durations of selected nodes and replay.
 // `flash_fwd.*=1.5` slows every kernel whose name matches the regex by 1.5x;
 // `stream:20=0.5` halves the ops on stream 20; `cat:cpu_op=0` removes CPU op
-// self time. A matched collective kernel scales its transfer, not its wait.
+// self time; `cat:host=0.5` halves every CPU node's own time (waits aside). A
+// matched collective kernel scales its transfer, not its wait.
 #include <charconv>
 #include <cmath>
 #include <regex>
 #include <unordered_map>
 
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/deprofile.h"
 
 namespace emo::analysis {
 
@@ -71,8 +73,12 @@ Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales, cons
       }
     } else if (s.selector.rfind("cat:", 0) == 0) {
       std::string cat = s.selector.substr(4);
-      for (NodeId n = 0; n < g.num_nodes(); ++n) {
-        if (g.kind[n] != NodeKind::kCollective) hit[n] = node_category(w, n) == cat;
+      if (cat == "host") {  // every CPU node's own time, as deprofile scales it (waits aside)
+        for (NodeId n = 0; n < g.num_nodes(); ++n) hit[n] = is_host_time(w, n);
+      } else {
+        for (NodeId n = 0; n < g.num_nodes(); ++n) {
+          if (g.kind[n] != NodeKind::kCollective) hit[n] = node_category(w, n) == cat;
+        }
       }
     } else {
       std::regex re;

@@ -4,6 +4,7 @@
 #include "emo/backends/target.h"
 
 #include <charconv>
+#include <cstdlib>
 
 #include "emo/device/nvml.h"
 #include "emo/emulator/emulator.h"
@@ -12,7 +13,8 @@ namespace emo::backends {
 
 namespace {
 constexpr const char* kForms = "accepted forms: a built-in profile name (`emo devices` lists them), a profile JSON file, "
-                               "emulated:NAME (e.g. emulated:h100, emulated:h100@2 for another emulated GPU), nvml:INDEX";
+                               "emulated:NAME (e.g. emulated:h100, emulated:h100@2 for another emulated GPU, emulated:h100@2:host=0.5 "
+                               "for it in a job whose host takes half the trace's time), nvml:INDEX";
 
 bool parse_int(std::string_view s, int64_t& out) {
   if (s.empty()) return false;
@@ -34,6 +36,16 @@ Result<DeviceSpec> parse_device_spec(const std::string& text) {
   }
   if (text.rfind("emulated:", 0) == 0) {
     std::string rest = text.substr(9);
+    const size_t host = rest.rfind(":host=");
+    if (host != std::string::npos) {
+      const std::string num = rest.substr(host + 6);
+      char* end = nullptr;
+      const double x = std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size() || !(x >= 0 && x <= 100))
+        return make_error("--device " + text, "the part after :host= must be a factor from 0 to 100", kForms);
+      s.host_scale = x;
+      rest = rest.substr(0, host);
+    }
     const size_t at = rest.rfind('@');
     if (at != std::string::npos) {
       int64_t seed = 0;
@@ -74,7 +86,7 @@ Result<Target> Target::open(const std::string& text) {
   if (!profile) return profile.error();
   t.profile_ = std::move(*profile);
   if (spec->kind == DeviceSpec::Kind::kEmulated)
-    t.gpu_ = std::make_unique<emulator::EmulatedGpu>(t.profile_, spec->seed);
+    t.gpu_ = std::make_unique<emulator::EmulatedGpu>(t.profile_, spec->seed, spec->host_scale);
   return t;
 }
 

@@ -25,8 +25,8 @@ struct EmulatedGpu::Impl {
   GpuTruth gpu;
 };
 
-EmulatedGpu::EmulatedGpu(device::DeviceProfile profile, uint64_t seed)
-    : profile_(std::move(profile)), seed_(seed), impl_(std::make_unique<Impl>()) {
+EmulatedGpu::EmulatedGpu(device::DeviceProfile profile, uint64_t seed, double host_scale)
+    : profile_(std::move(profile)), seed_(seed), host_scale_(host_scale), impl_(std::make_unique<Impl>()) {
   impl_->gpu = detail::make_gpu_truth(profile_, seed_);
 }
 EmulatedGpu::~EmulatedGpu() = default;
@@ -99,7 +99,9 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     return make_error("emulator", fmt::format("steps must be from 1 to {}", kMaxEmulatedSteps));
   // The step's program, compiled once: its GPU ops and runtime calls (no more than the graph's nodes,
   // which bound the packing's plans) bound the run.
-  auto compiled = executor::Program::compile(ranks);
+  executor::Scenario scenario;
+  scenario.cpu_factor = host_scale_;
+  auto compiled = executor::Program::compile(ranks, scenario);
   if (!compiled.ok()) return compiled.error();
   executor::Program& program = *compiled;
   const int64_t items = int64_t(program.gpu_ops().size() + program.calls().size());

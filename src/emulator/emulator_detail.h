@@ -74,7 +74,7 @@ class EnergySweep {
 // step started in the emulated run.
 struct TracedStep {
   int64_t start_ns = 0;
-  std::vector<int64_t> op_start, op_end, call_start, call_end, thread_end;
+  std::vector<int64_t> op_start, op_end, call_start, call_end, thread_begin, thread_end;
   static TracedStep of(const executor::Program& p, int64_t start_ns);
 };
 

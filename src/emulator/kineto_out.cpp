@@ -34,8 +34,12 @@ TracedStep TracedStep::of(const executor::Program& p, int64_t start_ns) {
     s.call_start[i] = p.call_start(i);
     s.call_end[i] = p.call_end(i);
   }
+  s.thread_begin.resize(n_threads);
   s.thread_end.resize(n_threads);
-  for (uint32_t i = 0; i < n_threads; ++i) s.thread_end[i] = p.thread_end(i);
+  for (uint32_t i = 0; i < n_threads; ++i) {
+    s.thread_begin[i] = p.thread_begin(i);
+    s.thread_end[i] = p.thread_end(i);
+  }
   return s;
 }
 
@@ -93,7 +97,7 @@ std::string write_kineto(const std::vector<trace::RankTrace>& ranks, uint32_t ra
     }
     for (uint32_t h = 0; h < threads.size(); ++h) {
       if (threads[h].rank != rank || threads[h].lane >= warps.size()) continue;
-      warps[threads[h].lane].a.emplace_back(threads[h].measured_begin_ns, threads[h].measured_begin_ns);
+      warps[threads[h].lane].a.emplace_back(threads[h].measured_begin_ns, step.thread_begin[h]);
       warps[threads[h].lane].a.emplace_back(threads[h].measured_end_ns, step.thread_end[h]);
     }
     for (uint32_t i = 0; i < gops.size(); ++i) {

@@ -122,14 +122,37 @@ struct Call {
   int capture_slot = -1;       // stream wait / event sync: the slot of record_corr (-1: no record call)
 };
 
+// A cross-thread constraint on a thread's next call (or, past its last call, its end): no earlier than
+// thread `src`'s call `src_call` (a position in its calls; -1: its measured begin) ended, plus `after`.
+struct Gate {
+  int src = -1;
+  int src_call = -1;
+  int64_t after = 0;
+};
+
 struct Thread {
   uint32_t rank = 0;
   uint32_t lane = 0;
   std::vector<int> calls;
   std::vector<int64_t> pre;  // CPU work before each call
   int64_t begin = 0, end_meas = 0, tail = 0;
+  // Per call position (and one past the last: the thread's end), the gates from other threads' work
+  // (collect_flows); empty where no flow reaches the thread.
+  std::vector<std::vector<Gate>> gates;
+  // Woken by another thread (its first call is gated): its measured begin is no anchor; it begins at
+  // `wake_gate` plus the measured wake-up `wake_ns`.
+  bool woken = false;
+  Gate wake_gate;
+  int64_t wake_ns = 0;
+  // In the step's span. A thread that recorded Python frames alone (no operator, no annotation, no
+  // runtime call) and exchanges no flow with another (a progress-bar monitor, a queue thread) can delay
+  // neither the GPU nor another thread: its work is executed but does not hold the step open
+  // (mark_isolated_threads).
+  bool in_span = true;
+  bool python_only = true;
   // executed state
   size_t next = 0;
+  int64_t begin_exec = 0;  // its measured begin, or where it was woken
   int64_t end = kUnset;
   int last_launch_stream = -1;
   bool has_record = false;
@@ -138,6 +161,8 @@ struct Thread {
   int blocked_call = -1;
   int64_t blocked_at = 0;
   std::vector<int> blocked_on;
+  int64_t gated_at = kUnset;        // its own time for the next call while a gate's source has not run
+  std::vector<int> gate_waiters;    // threads whose gate waits for this thread's next call to end
 };
 
 struct Group {
@@ -173,6 +198,9 @@ class Executor {
     align_clocks();
     collect_threads();
     index_by_rank(calls_, rank_calls_);
+    collect_flows();
+    mark_isolated_threads();
+    scale_cpu_work();
     classify_calls();
     for (uint32_t r = 0; r < ranks_.size(); ++r) typical_latencies(r);
     match_collectives();
@@ -197,7 +225,9 @@ class Executor {
   int64_t call_end_at(size_t c) const { return call_end_[c]; }
   int64_t executed_end() const {
     int64_t e = origin_;
-    for (const Thread& x : threads_) e = std::max(e, x.end);
+    for (const Thread& x : threads_) {
+      if (x.in_span) e = std::max(e, x.end);
+    }
     for (const Op& o : ops_) e = std::max(e, o.end);
     return e;
   }
@@ -362,6 +392,7 @@ class Executor {
           const int64_t s = e.ts_ns + base, end = e.ts_ns + e.dur_ns + base;
           th.begin = std::min(th.begin, s);
           th.end_meas = std::max(th.end_meas, end);
+          th.python_only = th.python_only && e.kind == EventKind::kPythonFunction;
           if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver) continue;
           ++stats_.runtime_calls;
           if (cur >= 0 && s < call(cur).me) {  // inside (or overlapping) the call before: part of it
@@ -420,6 +451,149 @@ class Executor {
         m = std::min(m, o.launch_ms != kUnset ? o.launch_ms : o.ms);
         s.launch_sufmin[p] = m;
       }
+    }
+  }
+
+  // Kineto's fwdbwd flows: an op on one thread (forward) and the op the autograd engine ran for it on
+  // another (backward). The executor's own reading of them, on its threads and calls:
+  //  - the backward thread cannot be at the backward op's start before the forward thread is at the
+  //    forward op's end: its next call after that point waits for it, plus its own work in between;
+  //  - a backward thread that has its first call after such a point is woken by the forward thread: it
+  //    begins no earlier than the latest forward op's end of those points plus the measured wake-up
+  //    (its first event less that end), not where it was recorded;
+  //  - a forward thread that recorded nothing while the backward run went on (no event starting
+  //    between the backward op's start and the end of that thread's last event before the forward
+  //    thread's next call) waited for it: that next call waits for the backward thread's last call
+  //    before it, plus the measured time between them (both threads' work).
+  // A flow whose backward op starts before its forward op ends is left out.
+  void collect_flows() {
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankTrace& t = ranks_[r];
+      std::unordered_map<uint32_t, std::pair<int64_t, int64_t>> ends;  // flow -> (forward event, backward event)
+      for (uint32_t i = 0; i < t.events.size(); ++i) {
+        const Event& e = t.events[i];
+        if (e.flow_out != 0) ends.try_emplace(e.flow_out, -1, -1).first->second.first = i;
+        if (e.flow_in != 0) ends.try_emplace(e.flow_in, -1, -1).first->second.second = i;
+      }
+      if (ends.empty()) continue;
+      std::unordered_map<uint32_t, int> thread_of;  // lane -> thread
+      for (int th = 0; th < static_cast<int>(threads_.size()); ++th) {
+        if (threads_[static_cast<size_t>(th)].rank == r) thread_of.emplace(threads_[static_cast<size_t>(th)].lane, th);
+      }
+      // Each thread's events (start, end) by start, for "recorded nothing while".
+      std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>> spans;
+      const int64_t base = info_[r].base;
+      for (const Event& e : t.events) {
+        if (e.lane >= t.lanes.size() || !trace::is_cpu_side(e.kind) || t.lanes[e.lane].gpu) continue;
+        auto it = thread_of.find(e.lane);
+        if (it != thread_of.end()) spans[it->second].emplace_back(e.ts_ns + base, e.ts_ns + e.dur_ns + base);
+      }
+      for (auto& [th, v] : spans) std::sort(v.begin(), v.end());
+      std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> flows(ends.begin(), ends.end());
+      std::sort(flows.begin(), flows.end());  // by flow number: the same gates in every run
+      // (forward thread, its next call, backward thread) -> the earliest backward op start in that gap.
+      std::map<std::tuple<int, size_t, int>, int64_t> waits;
+      for (const auto& [id, fb] : flows) {
+        if (fb.first < 0 || fb.second < 0) continue;
+        const Event& f = t.events[static_cast<size_t>(fb.first)];
+        const Event& b = t.events[static_cast<size_t>(fb.second)];
+        auto ia = thread_of.find(f.lane), ib = thread_of.find(b.lane);
+        if (ia == thread_of.end() || ib == thread_of.end() || ia->second == ib->second) continue;
+        const int a = ia->second, bt = ib->second;
+        Thread& A = thread(a);
+        Thread& B = thread(bt);
+        const int64_t ta = f.ts_ns + f.dur_ns + base, tb = b.ts_ns + base;
+        if (tb < ta) continue;  // (gates then only point back in measured time: no circle of waits)
+        ++stats_.thread_flows;
+        // The forward op's end on its thread: after call `ka` (the last that ended by then), or its begin.
+        const int ka = last_call_ended_by(A, ta);
+        const int64_t anchor_meas = ka >= 0 ? call(A.calls[static_cast<size_t>(ka)]).me : A.begin;
+        const int64_t to_fwd_end = scaled(std::max<int64_t>(0, ta - anchor_meas), sc_.cpu_factor);
+        // The backward op's start on its thread: before call `kb` (the first that starts at or after it).
+        const size_t kb = first_call_from(B, tb);
+        const int64_t next_meas = kb < B.calls.size() ? call(B.calls[kb]).ms : B.end_meas;
+        B.gates.resize(B.calls.size() + 1);
+        B.gates[kb].push_back(Gate{a, ka, to_fwd_end + scaled(std::max<int64_t>(0, next_meas - tb), sc_.cpu_factor)});
+        if (kb == 0 && B.begin <= tb) {
+          // Woken: by the latest forward end before its first event (the least wake-up).
+          const int64_t wake = std::max<int64_t>(0, B.begin - ta);
+          if (!B.woken || wake < B.wake_ns) {
+            B.woken = true;
+            B.wake_ns = wake;
+            B.wake_gate = Gate{a, ka, to_fwd_end};
+          }
+        }
+        // The forward thread's wait: its gap holding the backward op's start (decided below, once the
+        // earliest such start in the gap is known).
+        const size_t na = first_call_from(A, tb + 1);
+        const int64_t gap_from = na > 0 ? call(A.calls[na - 1]).me : A.begin;
+        if (gap_from > tb) continue;
+        auto [w, fresh] = waits.try_emplace(std::tuple{a, na, bt}, tb);
+        if (!fresh) w->second = std::min(w->second, tb);
+      }
+      // Each gap of a forward thread that holds backward op starts: from the earliest of them to the
+      // forward thread's next call, the backward thread ran (its events starting in that window) and the
+      // forward thread recorded nothing (no event of its own starting before that run ended).
+      for (const auto& [key, tb] : waits) {
+        const auto [a, na, bt] = key;
+        Thread& A = thread(a);
+        const Thread& B = thread(bt);
+        const int64_t resume = na < A.calls.size() ? call(A.calls[na]).ms : A.end_meas;
+        const int jb = last_call_ended_by(B, resume);
+        if (jb < 0 || call(B.calls[static_cast<size_t>(jb)]).ms < tb) continue;
+        int64_t run_end = tb;
+        for (const auto& [s0, e0] : spans[bt]) {
+          if (s0 >= tb && s0 < resume) run_end = std::max(run_end, e0);
+        }
+        const auto& sa = spans[a];
+        auto it = std::upper_bound(sa.begin(), sa.end(), std::pair<int64_t, int64_t>{tb, std::numeric_limits<int64_t>::max()});
+        if (it != sa.end() && it->first < run_end) continue;
+        A.gates.resize(A.calls.size() + 1);
+        A.gates[na].push_back(
+            Gate{bt, jb, scaled(std::max<int64_t>(0, resume - call(B.calls[static_cast<size_t>(jb)]).me), sc_.cpu_factor)});
+        ++stats_.thread_waits;
+      }
+    }
+  }
+
+  // The position of the thread's last call that ended by `t`; -1: none.
+  // A thread's calls do not overlap (nested ones are folded in), so their ends are in order too.
+  int last_call_ended_by(const Thread& x, int64_t t) const {
+    auto it = std::upper_bound(x.calls.begin(), x.calls.end(), t,
+                               [&](int64_t v, int c) { return v < calls_[static_cast<size_t>(c)].me; });
+    return static_cast<int>(it - x.calls.begin()) - 1;
+  }
+  // The position of the thread's first call that starts at or after `t`; calls.size(): none.
+  size_t first_call_from(const Thread& x, int64_t t) const {
+    auto it = std::lower_bound(x.calls.begin(), x.calls.end(), t,
+                               [&](int c, int64_t v) { return calls_[static_cast<size_t>(c)].ms < v; });
+    return static_cast<size_t>(it - x.calls.begin());
+  }
+
+  void mark_isolated_threads() {
+    std::vector<char> linked(threads_.size(), 0);
+    for (size_t i = 0; i < threads_.size(); ++i) {
+      const Thread& x = threads_[i];
+      if (!x.calls.empty() || x.woken || !x.python_only) linked[i] = 1;
+      for (const auto& gs : x.gates) {
+        for (const Gate& g : gs) linked[i] = linked[static_cast<size_t>(g.src)] = 1;
+      }
+      if (x.woken) linked[static_cast<size_t>(x.wake_gate.src)] = 1;
+    }
+    // A step of Python frames alone is theirs.
+    const bool any = !ops_.empty() || std::find(linked.begin(), linked.end(), 1) != linked.end();
+    for (size_t i = 0; i < threads_.size(); ++i) {
+      threads_[i].in_span = !any || linked[i] != 0;
+      stats_.threads_outside_span += threads_[i].in_span ? 0 : 1;
+    }
+  }
+
+  // The scenario's factor on every thread's own CPU work (the calls' own time: when they end).
+  void scale_cpu_work() {
+    if (sc_.cpu_factor == 1.0) return;
+    for (Thread& x : threads_) {
+      for (int64_t& p : x.pre) p = scaled(p, sc_.cpu_factor);
+      x.tail = scaled(x.tail, sc_.cpu_factor);
     }
   }
 
@@ -748,6 +922,7 @@ class Executor {
     }
     for (Thread& x : threads_) {
       x.next = 0;
+      x.begin_exec = x.begin;
       x.end = kUnset;
       x.last_launch_stream = -1;
       x.has_record = false;
@@ -756,6 +931,8 @@ class Executor {
       x.blocked_call = -1;
       x.blocked_at = 0;
       x.blocked_on.clear();
+      x.gated_at = kUnset;
+      x.gate_waiters.clear();
     }
     for (Group& g : groups_) {
       g.arrived = 0;
@@ -776,11 +953,8 @@ class Executor {
     dur_ = dur;
     for (int th = 0; th < static_cast<int>(threads_.size()); ++th) {
       Thread& x = thread(th);
-      if (x.calls.empty()) {
-        x.end = x.end_meas;
-        continue;
-      }
-      schedule(th, x.begin + x.pre[0]);
+      // A thread without runtime calls is its CPU work alone (its tail from its begin).
+      release(th, x.woken ? kUnset : x.begin + (x.calls.empty() ? x.tail : x.pre[0]));
     }
     // The ops a stream holds before its first launch of the step were launched
     // before the step: they are in the queue from the start, and a sync waits for them.
@@ -951,7 +1125,7 @@ class Executor {
     Thread& x = thread(th);
     const Call& c = calls_[static_cast<size_t>(x.blocked_call)];
     const int64_t dur = c.me - c.ms;
-    int64_t end = x.blocked_at + dur;
+    int64_t end = x.blocked_at + scaled(dur, sc_.cpu_factor);
     if (!x.blocked_on.empty()) {
       int64_t waited_meas = kUnset, waited = kUnset;
       for (int o : x.blocked_on) {
@@ -967,18 +1141,59 @@ class Executor {
       // ended. Not blocked: its measured time, and the typical wake-up should
       // the GPU work now end later.
       const int64_t own = blocked ? std::clamp<int64_t>(c.me - waited_meas, 0, dur) : dur;
-      const int64_t wake = blocked ? own : std::min(dur, info_[c.rank].tau_wake);
-      end = std::max(x.blocked_at + own, waited + wake);
+      // Its own time is CPU work (scenario's cpu factor); the typical wake-up a latency.
+      const int64_t own_x = scaled(own, sc_.cpu_factor);
+      const int64_t wake = blocked ? own_x : std::min(dur, info_[c.rank].tau_wake);
+      end = std::max(x.blocked_at + own_x, waited + wake);
     }
     call_end_[static_cast<size_t>(x.blocked_call)] = std::max(end, now_);
     x.blocked_on.clear();
     x.blocked_call = -1;
     end = std::max(end, now_);
     ++x.next;
-    if (x.next < x.calls.size()) {
-      schedule(th, end + x.pre[x.next]);
+    release(th, end + (x.next < x.calls.size() ? x.pre[x.next] : x.tail));
+    // Threads whose gate waited for this call to end.
+    std::vector<int> waiting = std::move(x.gate_waiters);
+    x.gate_waiters.clear();
+    for (int w : waiting) release(w, thread(w).gated_at);
+  }
+
+  // The thread's next call starts (past its last call: the thread ends) at `t`, its own time, or later
+  // where a gate from another thread's work says so (collect_flows); kUnset: the gates alone decide (a
+  // woken thread's first call). A gate whose source call has not ended yet parks the thread on it.
+  void release(int th, int64_t t) {
+    Thread& x = thread(th);
+    const size_t k = x.next;
+    auto value = [&](const Gate& g, int64_t& v) {
+      const Thread& src = thread(g.src);
+      if (g.src_call >= 0 && src.next <= static_cast<size_t>(g.src_call)) return false;
+      const int64_t anchor = g.src_call >= 0 ? call_end_[static_cast<size_t>(src.calls[static_cast<size_t>(g.src_call)])] : src.begin;
+      v = anchor + g.after;
+      return true;
+    };
+    int64_t at = t;
+    auto park = [&](const Gate& g) {
+      x.gated_at = t;
+      thread(g.src).gate_waiters.push_back(th);
+    };
+    if (k == 0 && x.woken) {
+      int64_t v = 0;
+      if (!value(x.wake_gate, v)) return park(x.wake_gate);
+      x.begin_exec = v + x.wake_ns;
+      at = std::max(at, x.begin_exec + (x.calls.empty() ? x.tail : x.pre[0]));
+    }
+    if (k < x.gates.size()) {
+      for (const Gate& g : x.gates[k]) {
+        int64_t v = 0;
+        if (!value(g, v)) return park(g);
+        at = std::max(at, v);
+      }
+    }
+    x.gated_at = kUnset;
+    if (k < x.calls.size()) {
+      schedule(th, at);
     } else {
-      x.end = end + x.tail;
+      x.end = at;
     }
   }
 
@@ -1075,6 +1290,7 @@ class Executor {
     std::vector<int64_t> mb(ranks_.size(), jb_m), me(ranks_.size(), je_m), b(ranks_.size(), jb_m),
         e(ranks_.size(), je_m);
     for (const Thread& x : threads_) {
+      if (!x.in_span) continue;
       mb[x.rank] = std::min(mb[x.rank], x.begin);
       me[x.rank] = std::max(me[x.rank], x.end_meas);
       b[x.rank] = std::min(b[x.rank], x.begin);
@@ -1191,7 +1407,7 @@ bool in_class(KernelClass c, std::string_view name) {
 Status parse_scale(std::string_view spec, Scenario& s) {
   auto eq = spec.rfind('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
-    return make_error(std::string(spec), "expected CLASS=FACTOR, stream:N=FACTOR or collective=FACTOR");
+    return make_error(std::string(spec), "expected CLASS=FACTOR, stream:N=FACTOR, collective=FACTOR or cpu=FACTOR");
   }
   std::string sel(spec.substr(0, eq)), num(spec.substr(eq + 1));
   char* end = nullptr;
@@ -1201,6 +1417,8 @@ Status parse_scale(std::string_view spec, Scenario& s) {
   }
   if (sel == "collective") {
     s.collective_factor *= f;
+  } else if (sel == "cpu") {
+    s.cpu_factor *= f;
   } else if (sel.rfind("stream:", 0) == 0) {
     std::string id = sel.substr(7);
     char* e2 = nullptr;
@@ -1215,7 +1433,7 @@ Status parse_scale(std::string_view spec, Scenario& s) {
     s.class_factor[static_cast<size_t>(*c)] *= f;
   } else {
     return make_error(std::string(spec), "unknown selector '" + sel + "'",
-                      "classes: gemm, elementwise, reduce, attention, copy; or stream:N, collective");
+                      "classes: gemm, elementwise, reduce, attention, copy; or stream:N, collective, cpu");
   }
   return {};
 }
@@ -1274,6 +1492,9 @@ int64_t Program::op_start(uint32_t op) const { return impl_->x.op_at(op).start -
 int64_t Program::op_end(uint32_t op) const { return impl_->x.op_at(op).end - impl_->x.origin(); }
 int64_t Program::call_start(uint32_t call) const { return impl_->x.call_start_at(call) - impl_->x.origin(); }
 int64_t Program::call_end(uint32_t call) const { return impl_->x.call_end_at(call) - impl_->x.origin(); }
+int64_t Program::thread_begin(uint32_t thread) const {
+  return impl_->x.all_threads()[thread].begin_exec - impl_->x.origin();
+}
 int64_t Program::thread_end(uint32_t thread) const {
   return impl_->x.all_threads()[thread].end - impl_->x.origin();
 }

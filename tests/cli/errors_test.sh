@@ -153,6 +153,10 @@ expect 2 "calibrate without --device" -- "$emo" calibrate
 "$emo" synth train-dp --ranks 1 --layers 3 --steps 2 -o "$tmp/tdp3" >/dev/null
 expect 1 "pack unknown device" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device b900
 expect 1 "pack bad backend" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device foo:1
+for bad in "emulated:h100@1:host=" "emulated:h100@1:host=x" "emulated:h100:host=-1" "emulated:h100:host=nan" "emulated:h100:host=1e9"; do
+  expect 1 "evaluate-style device $bad" -- "$emo" pack "$tmp/tdp/train-dp_rank0.json" --device "$bad"
+  says "device $bad" "after :host= must be a factor"
+done
 expect 1 "optimize negative slowdown" -- "$emo" optimize "$tmp/tdp/train-dp_rank0.json" --max-slowdown -0.1
 # Numbers that are not numbers, or too large to mean anything, are refused by name (NaN used to pass).
 t0="$tmp/tdp/train-dp_rank0.json"

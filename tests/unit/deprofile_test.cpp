@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "emo/analysis/analysis.h"
 #include "emo/analysis/deprofile.h"
+#include "emo/backends/target.h"
+#include "emo/emulator/emulator.h"
+#include "emo/executor/executor.h"
 #include "emo/replay/replay.h"
 #include "test_util.h"
 #include "trace_json.h"
@@ -70,6 +74,15 @@ void check_real(const std::string& file) {
   EXPECT_GT(double(c->replayed_ns), 0.995 * double(c->untraced_ns));
   EXPECT_LT(c->host0_ns, c->untraced_ns);
 
+  // The independent executor, the host's own time at the same factor (its own rules for threads,
+  // calls and flows, nothing of the replay's): the job's untraced step within 1.5 %, where the replay
+  // is fitted to it.
+  executor::Scenario host;
+  host.cpu_factor = c->host_scale;
+  auto ex = executor::execute(w.ranks, host);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_NEAR(double(ex->span_ns) / double(c->untraced_ns), 1.0, 0.015);
+
   // Written back and read again: the step the job runs, its GPU ops as recorded.
   const std::vector<std::string> texts = traces_with_host_scale(w, c->host_scale, &*c);
   ASSERT_EQ(texts.size(), 1u);
@@ -95,6 +108,69 @@ void check_real(const std::string& file) {
 }
 
 TEST(Deprofile, TheH200TrainingStepBecomesTheJobsStep) { check_real("h200_transformer_train.json.gz"); }
+
+// Backward runs on the autograd engine's thread in the training step: the executor at the factor gives
+// the job's step only through the fwdbwd flows. Without them the engine's run stays where it was
+// recorded, and the step is more than 20 % longer than the job's.
+TEST(Deprofile, TheExecutorReachesTheJobsTrainingStepOnlyThroughTheFlows) {
+  const Workload w = load_file(data_path("h200_transformer_train.json.gz"));
+  auto c = estimate_profiler_cost(w);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  executor::Scenario host;
+  host.cpu_factor = c->host_scale;
+  auto with = executor::execute(w.ranks, host);
+  ASSERT_TRUE(with.ok());
+  EXPECT_GT(with->stats.thread_flows, 100);
+  EXPECT_EQ(with->stats.thread_waits, 1);
+  std::vector<trace::RankTrace> bare;
+  for (const trace::RankTrace& t : w.ranks) bare.push_back(trace::from_wire(trace::to_wire(t)).value());
+  for (trace::RankTrace& t : bare) {
+    for (trace::Event& e : t.events) e.flow_out = e.flow_in = 0;
+  }
+  auto without = executor::execute(bare, host);
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->stats.thread_flows, 0);
+  EXPECT_GT(double(without->span_ns), 1.2 * double(c->untraced_ns));
+  EXPECT_LT(double(with->span_ns), 1.015 * double(c->untraced_ns));
+}
+
+// The emulated GPU in the job as it runs ("emulated:h200@1:host=F", F the factor): the traced step at
+// the default clock takes the job's untraced step, by the executor's rules alone; at F = 1 the traced one.
+TEST(Deprofile, TheEmulatedGpuAtTheHostFactorRunsTheJobsStep) {
+  const Workload w = load_file(data_path("h200_transformer_train.json.gz"));
+  auto c = estimate_profiler_cost(w);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto job = backends::Target::open(fmt::format("emulated:h200@1:host={:.4f}", c->host_scale));
+  ASSERT_TRUE(job.ok()) << job.error().message();
+  auto traced = backends::Target::open("emulated:h200@1");
+  ASSERT_TRUE(traced.ok());
+  const int fmax = job->profile().max_clock_mhz();
+  emulator::RunOptions o;
+  o.steps = 3;
+  o.trace_steps = 0;
+  auto gpu = job->emulated_gpu("", "");
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_DOUBLE_EQ((*gpu)->host_scale(), std::floor(c->host_scale * 1e4) / 1e4);
+  auto run = (*gpu)->run(w.ranks, emulator::ClockSchedule::locked(fmax), o);
+  ASSERT_TRUE(run.ok()) << run.error().message();
+  EXPECT_NEAR(run->mean_step_ns() / double(c->untraced_ns), 1.0, 0.02);
+  auto as_traced = (*traced->emulated_gpu("", ""))->run(w.ranks, emulator::ClockSchedule::locked(fmax), o);
+  ASSERT_TRUE(as_traced.ok());
+  EXPECT_NEAR(as_traced->mean_step_ns() / double(c->traced_ns), 1.0, 0.02);
+  EXPECT_FALSE(backends::Target::open("emulated:h200@1:host=-0.5").ok());
+}
+
+// `emo whatif --scale cat:host=X` scales what deprofile scales.
+TEST(Deprofile, TheHostSelectorOfWhatIfIsDeprofilesHostTime) {
+  const Workload w = load_file(data_path("h200_transformer_train.json.gz"));
+  for (double x : {0.0, 0.494, 2.0}) {
+    SCOPED_TRACE(x);
+    EXPECT_DOUBLE_EQ(test::predicted_span_us(w, {fmt::format("cat:host={}", x)}),
+                     double(replay_with_host_scale(w, x)) / 1000.0);
+  }
+  // It is more than any one category: CPU op self time alone at 0 leaves the runtime calls and gaps.
+  EXPECT_LT(test::predicted_span_us(w, {"cat:host=0"}), test::predicted_span_us(w, {"cat:cpu_op=0"}) - 100.0);
+}
 
 TEST(Deprofile, TheH200InferenceStepBecomesTheJobsStep) { check_real("h200_transformer_infer.json.gz"); }
 

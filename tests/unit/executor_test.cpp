@@ -328,6 +328,76 @@ TEST(Executor, BadInputIsAnError) {
   EXPECT_DOUBLE_EQ(span_us({self}), 71);
 }
 
+std::string flow_event(const char* ph, int id, double ts, int tid) {
+  return fmt::format(R"({{"ph":"{}","id":{},"pid":100,"tid":{},"ts":{},"cat":"fwdbwd","name":"fwdbwd"{}}})", ph, id,
+                     tid, ts, ph[0] == 'f' ? R"(,"bp":"e")" : "");
+}
+
+// Backward on the autograd engine's thread. The loop thread (tid 1) runs aten::mean [100,120] (the
+// forward op of flow 1), then sits in backward() until `optimizer` [400,420], whose launch [405,410]
+// -> K3 [412,418]. The engine's thread (tid 2) runs MeanBackward0 [150,390] (flow 1's backward op),
+// whose launch [160,165] -> K2 [170,220]. Launch latency: median of 10 and 7 = 10; no queue gap.
+std::string backward_step(bool flows) {
+  TraceJson t;
+  t.cpu("aten::mean", 100, 20)
+      .cpu("optimizer", 400, 20)
+      .launch("K3", 7, 405, 412, 6, 3)
+      .cpu("MeanBackward0", 150, 240, 2)
+      .launch("K2", 7, 160, 170, 50, 2, 2);
+  if (flows) t.raw(flow_event("s", 1, 100, 1)).raw(flow_event("f", 1, 150, 2));
+  return t.str();
+}
+
+TEST(Executor, BackwardOnTheEngineThreadFollowsTheForwardThreadAndTheLoopWaitsForIt) {
+  auto ex = executor::execute(ranks_of({backward_step(true)}));
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_EQ(ex->stats.thread_flows, 1);
+  EXPECT_EQ(ex->stats.thread_waits, 1);
+  EXPECT_EQ(ex->span_ns, 320'000);  // as measured
+  // The host's own time x0.5. The engine is woken by aten::mean's end, now at 110 (100 + 20/2), after
+  // its measured wake-up (150 - 120 = 30) at 140; its launch 5/2 later at 145 -> K2 [155,205]; the
+  // call ends at 147.5 and the thread at 147.5 + 225/2 = 260. The loop thread's own time would reach
+  // its launch at 100 + 305/2 = 252.5, but it waits for the engine's launch to end (147.5) plus the
+  // measured 240 between them, halved: 267.5 -> K3 [274.5,280.5] (its launch latency, 7, binds). The
+  // step: [100,280.5].
+  EXPECT_DOUBLE_EQ(span_us({backward_step(true)}, {"cpu=0.5"}), 180.5);
+  // All of it is the host's: x2 doubles it.
+  EXPECT_DOUBLE_EQ(span_us({backward_step(true)}, {"cpu=2"}), 640);
+  // Without the flows the engine starts where it was recorded (150 + 5/2 -> K2 [165,215], the thread
+  // to 270) and the loop thread launches at 252.5 whatever backward does (K3 [259.5,265.5]): [100,270].
+  auto plain = executor::execute(ranks_of({backward_step(false)}), scenario({"cpu=0.5"}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->stats.thread_flows, 0);
+  EXPECT_EQ(plain->span_ns, 170'000);
+}
+
+// A thread of Python frames alone (a progress bar's monitor) that outlasts the step: executed, but it
+// holds the step open neither as measured nor as executed. With an operator on it, it does.
+TEST(Executor, AThreadOfPythonFramesAloneIsNotInTheStepsSpan) {
+  auto queued = [] {
+    TraceJson t;
+    t.launch("K1", 7, 0, 10, 100, 1).launch("sm90_xmma_GEMM_K2", 7, 10, 111, 100, 2).launch("K3", 7, 20, 212, 100, 3);
+    return t;
+  };
+  const std::string monitor = queued().cpu("threading.py(324): wait", 0, 900, 3, "python_function").str();
+  auto ex = executor::execute(ranks_of({monitor}), scenario({"cpu=0.5"}));
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_EQ(ex->stats.threads_outside_span, 1);
+  EXPECT_EQ(ex->measured_span_ns, 312'000);
+  // The launches at 0, 5, 10 (5/2 each, the gaps halved); the kernels stay queued back to back.
+  EXPECT_EQ(ex->span_ns, 312'000);
+  const std::string worker = queued().cpu("aten::copy_", 0, 900, 3).str();
+  auto w = executor::execute(ranks_of({worker}), scenario({"cpu=0.5"}));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->stats.threads_outside_span, 0);
+  EXPECT_EQ(w->measured_span_ns, 900'000);
+  EXPECT_EQ(w->span_ns, 450'000);
+  executor::Scenario s;
+  ASSERT_TRUE(executor::parse_scale("cpu=0.25", s).ok());
+  EXPECT_DOUBLE_EQ(s.cpu_factor, 0.25);
+  EXPECT_FALSE(executor::parse_scale("cpu=x", s).ok());
+}
+
 TEST(Executor, ReproducesARealTraceWithinOnePercent) {
   EMO_REQUIRE_SHARED(path, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
   auto ranks = executor::load_step({path});

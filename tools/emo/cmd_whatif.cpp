@@ -27,7 +27,7 @@ void add_whatif(CLI::App& root, Action& action) {
       "whatif",
       "Predict the step time if some operations ran faster or slower. SELECTOR is a kernel-name regex, "
       "stream:N or cat:NAME (kernel, gpu_memcpy, gpu_memset, nccl, cpu_op, cuda_runtime, user_annotation, "
-      "python_function, cpu_gap); FACTOR multiplies their durations. --topology FILE replays the matched "
+      "python_function, cpu_gap, or host: every CPU node's own time, waits aside); FACTOR multiplies their durations. --topology FILE replays the matched "
       "collectives' transfers at their times on another machine (hosts, GPUs per host, NVLink and network "
       "bandwidth and latency, placement; docs/replay.md, Topology) and checks the model against the trace's "
       "measured transfers.");

@@ -2,9 +2,10 @@
 // Runs the independent executor on the traces (one file per rank) and prints
 // JSON: the measured and executed step span, per rank and for the job. With
 // --scenarios, also the scenario set of docs/replay.md ("An independent
-// executor"): each kernel class x0.6/x1.5/x3, the busiest stream x2 and the
-// collectives x2, each with the `emo whatif --scale` selector that names the
-// same GPU ops. SPEC: gemm|elementwise|reduce|attention|copy=F, stream:N=F, collective=F.
+// executor"): each kernel class x0.6/x1.5/x3, the busiest stream x2, the
+// collectives x2 and the host's own time x0.5 and x2, each with the `emo whatif
+// --scale` selector that names the same work. SPEC: gemm|elementwise|reduce|
+// attention|copy=F, stream:N=F, collective=F, cpu=F.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
                   {"collectives_matched", st.collectives_matched},
                   {"collective_kernels_unmatched", st.collective_kernels_unmatched},
                   {"waits_ignored", st.waits_ignored},
+                  {"thread_flows", st.thread_flows},
+                  {"thread_waits", st.thread_waits},
+                  {"threads_outside_span", st.threads_outside_span},
                   {"launch_latency_ns", st.launch_latency_ns},
                   {"queue_gap_ns", st.queue_gap_ns},
                   {"wake_ns", st.wake_ns}};
@@ -180,6 +184,10 @@ int main(int argc, char** argv) {
       add("stream " + std::to_string(busiest) + " x2", spec, spec, 0);
     }
     if (coll > 0) add("collectives x2", "collective=2", "cat:nccl=2", coll);
+    // The host's own time (the profiler's cost taken out, a slower or faster CPU).
+    if (st.runtime_calls > 0) {
+      for (const char* f : {"0.5", "2"}) add(std::string("host x") + f, std::string("cpu=") + f, std::string("cat:host=") + f, 0);
+    }
     out["scenarios"] = list;
   }
   std::cout << out.dump(1) << "\n";

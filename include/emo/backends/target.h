@@ -24,9 +24,12 @@ struct DeviceSpec {
   std::string profile;  // built-in name or profile file (kProfile, kEmulated)
   int index = 0;        // kNvml
   uint64_t seed = 1;    // kEmulated: "emulated:h100@7" draws GPU number 7
+  // kEmulated: "emulated:h100@7:host=0.5" runs every step with each CPU thread's own time x0.5 (the
+  // executor's cpu factor): the job as it runs without the profiler's cost on the host.
+  double host_scale = 1.0;
 };
 
-// Parses "nvml:N", "emulated:NAME[@SEED]" or "NAME"; bad forms -> Error with a note listing them.
+// Parses "nvml:N", "emulated:NAME[@SEED][:host=X]" or "NAME"; bad forms -> Error with a note listing them.
 Result<DeviceSpec> parse_device_spec(const std::string& text);
 
 class Target {

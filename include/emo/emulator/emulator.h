@@ -96,14 +96,17 @@ struct RunResult {
 
 class EmulatedGpu {
  public:
-  // `seed` draws this GPU's constants and every kernel's truth (same seed, same GPU).
-  EmulatedGpu(device::DeviceProfile profile, uint64_t seed);
+  // `seed` draws this GPU's constants and every kernel's truth (same seed, same GPU). `host_scale`
+  // multiplies every CPU thread's own time in the steps it runs (executor::Scenario::cpu_factor): the
+  // job as its host runs it, where the trace's host ran slower (the profiler's cost) or faster.
+  EmulatedGpu(device::DeviceProfile profile, uint64_t seed, double host_scale = 1.0);
   ~EmulatedGpu();
   EmulatedGpu(EmulatedGpu&&) noexcept;
   EmulatedGpu& operator=(EmulatedGpu&&) noexcept;
 
   const device::DeviceProfile& profile() const { return profile_; }
   uint64_t seed() const { return seed_; }
+  double host_scale() const { return host_scale_; }
   double energy_update_ms() const;
 
   // `ranks`: the step's traces, one per rank, each restricted to the step (analysis::Workload::ranks).
@@ -117,6 +120,7 @@ class EmulatedGpu {
  private:
   device::DeviceProfile profile_;
   uint64_t seed_ = 0;
+  double host_scale_ = 1.0;
   std::unique_ptr<Impl> impl_;
 };
 

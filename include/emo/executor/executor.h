@@ -44,9 +44,12 @@ struct Scenario {
   int32_t stream = -1;         // a stream id (args.stream), on every rank and device; -1: none
   double stream_factor = 1.0;
   double collective_factor = 1.0;  // NCCL kernels (collective metadata or an nccl* name)
+  // Every CPU thread's own time: the work between its runtime calls and after the last, and each call's
+  // time less its wait for the GPU. Latencies (a launch's, a wake-up's) keep their measured size.
+  double cpu_factor = 1.0;
 };
 
-// "gemm=1.5", "stream:7=2", "collective=2" into `s`; an Error on a bad spec.
+// "gemm=1.5", "stream:7=2", "collective=2", "cpu=0.5" into `s`; an Error on a bad spec.
 Status parse_scale(std::string_view spec, Scenario& s);
 
 struct GpuOpTime {
@@ -77,6 +80,15 @@ struct ExecutionStats {
   int64_t collectives_matched = 0;
   int64_t collective_kernels_unmatched = 0;
   int64_t waits_ignored = 0;               // waited op measured to end after the call returned
+  // Kineto's fwdbwd flows between two threads (forward op -> the backward op the autograd engine ran
+  // for it on its own thread): the backward thread's work after the op's start waits for the forward
+  // op's end; where the forward thread recorded nothing while the backward run went on, its next call
+  // waits for that run (thread_waits).
+  int64_t thread_flows = 0, thread_waits = 0;
+  // CPU threads that recorded Python frames alone (no operator, annotation or runtime call) and
+  // exchange no flow with another: executed, but not in the step's span (they can delay neither the
+  // GPU nor another thread: a progress-bar monitor, a queue thread).
+  int64_t threads_outside_span = 0;
   // Per rank: the typical latencies the rules use (ns).
   std::vector<int64_t> launch_latency_ns, queue_gap_ns, wake_ns;
 };
@@ -150,11 +162,13 @@ class Program {
   Status run(const DurationFn& dur);
   // The last run's times on the run clock: each GPU op's start and end (a
   // collective member starts at its arrival), each call's start and return,
-  // each thread's end, and the run's end (its last thread or op).
+  // each thread's begin and end, and the run's end (its last thread in the
+  // step's span, or op).
   int64_t op_start(uint32_t op) const;
   int64_t op_end(uint32_t op) const;
   int64_t call_start(uint32_t call) const;
   int64_t call_end(uint32_t call) const;
+  int64_t thread_begin(uint32_t thread) const;  // its measured begin, or where another thread woke it
   int64_t thread_end(uint32_t thread) const;
   int64_t end_ns() const;
 
