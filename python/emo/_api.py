@@ -183,7 +183,8 @@ def whatif(paths: Paths, scales: Scales, step: Optional[int] = None, *, cpu_ops_
            progress: ProgressArg = None) -> Dict[str, Any]:
     """`emo whatif PATHS --scale SEL=F ...`: scale the durations of the selected ops and replay.
     `scales` is ``{"gemm": 1.2, "stream:20": 0.5}`` or ``["gemm=1.2", "stream:20=0.5"]`` (a
-    kernel-name regex, ``stream:N`` or ``cat:NAME``). Returns baseline_span_us, predicted_span_us,
+    kernel-name regex, ``stream:N`` or ``cat:NAME``; ``cat:host`` is every CPU node's own time). Returns
+    baseline_span_us, predicted_span_us,
     change_pct, matched_nodes."""
     with Progress(progress) as p:
         return _session(paths, p, step=step, cpu_ops_as_kernels=cpu_ops_as_kernels).whatif_document(_scales(scales))
