@@ -475,7 +475,6 @@ class Executor {
         if (e.flow_out != 0) ends.try_emplace(e.flow_out, -1, -1).first->second.first = i;
         if (e.flow_in != 0) ends.try_emplace(e.flow_in, -1, -1).first->second.second = i;
       }
-      if (ends.empty()) continue;
       std::unordered_map<uint32_t, int> thread_of;  // lane -> thread
       for (int th = 0; th < static_cast<int>(threads_.size()); ++th) {
         if (threads_[static_cast<size_t>(th)].rank == r) thread_of.emplace(threads_[static_cast<size_t>(th)].lane, th);
@@ -489,20 +488,25 @@ class Executor {
         if (it != thread_of.end()) spans[it->second].emplace_back(e.ts_ns + base, e.ts_ns + e.dur_ns + base);
       }
       for (auto& [th, v] : spans) std::sort(v.begin(), v.end());
+      // The links: (forward thread, backward thread, forward end, backward start), from the flows, else
+      // from the engine's frames (engine_links).
+      std::vector<std::tuple<int, int, int64_t, int64_t>> links;
       std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> flows(ends.begin(), ends.end());
       std::sort(flows.begin(), flows.end());  // by flow number: the same gates in every run
-      // (forward thread, its next call, backward thread) -> the earliest backward op start in that gap.
-      std::map<std::tuple<int, size_t, int>, int64_t> waits;
       for (const auto& [id, fb] : flows) {
         if (fb.first < 0 || fb.second < 0) continue;
         const Event& f = t.events[static_cast<size_t>(fb.first)];
         const Event& b = t.events[static_cast<size_t>(fb.second)];
         auto ia = thread_of.find(f.lane), ib = thread_of.find(b.lane);
         if (ia == thread_of.end() || ib == thread_of.end() || ia->second == ib->second) continue;
-        const int a = ia->second, bt = ib->second;
+        links.emplace_back(ia->second, ib->second, f.ts_ns + f.dur_ns + base, b.ts_ns + base);
+      }
+      if (flows.empty()) engine_links(r, thread_of, spans, links);
+      // (forward thread, its next call, backward thread) -> the earliest backward op start in that gap.
+      std::map<std::tuple<int, size_t, int>, int64_t> waits;
+      for (const auto& [a, bt, ta, tb] : links) {
         Thread& A = thread(a);
         Thread& B = thread(bt);
-        const int64_t ta = f.ts_ns + f.dur_ns + base, tb = b.ts_ns + base;
         if (tb < ta) continue;  // (gates then only point back in measured time: no circle of waits)
         ++stats_.thread_flows;
         // The forward op's end on its thread: after call `ka` (the last that ended by then), or its begin.
@@ -552,6 +556,66 @@ class Executor {
         A.gates[na].push_back(
             Gate{bt, jb, scaled(std::max<int64_t>(0, resume - call(B.calls[static_cast<size_t>(jb)]).me), sc_.cpu_factor)});
         ++stats_.thread_waits;
+      }
+    }
+  }
+
+  // Backward on the autograd engine's thread without fwdbwd flows (an older PyTorch, or a trace recorded
+  // without them): the engine's thread is the one with the most `autograd::engine::evaluate_function`
+  // events (and any with at least half as many). A run of its events that starts and ends while a thread
+  // with runtime calls recorded nothing (between two of its event starts) was that thread's backward():
+  // a link from where that thread last did something to the run's first event.
+  void engine_links(uint32_t r, const std::unordered_map<uint32_t, int>& thread_of,
+                    std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>>& spans,
+                    std::vector<std::tuple<int, int, int64_t, int64_t>>& links) {
+    const RankTrace& t = ranks_[r];
+    constexpr std::string_view kEngineFrame = "autograd::engine::evaluate_function";
+    std::unordered_map<int, int64_t> frames;
+    std::vector<int8_t> engine_name(t.strings.size(), -1);
+    for (const Event& e : t.events) {
+      if (e.lane >= t.lanes.size() || !trace::is_cpu_side(e.kind) || e.name >= engine_name.size()) continue;
+      int8_t& k = engine_name[e.name];
+      if (k < 0) k = t.strings.view(e.name).rfind(kEngineFrame, 0) == 0 ? 1 : 0;
+      if (k == 0) continue;
+      auto it = thread_of.find(e.lane);
+      if (it != thread_of.end()) ++frames[it->second];
+    }
+    int64_t most = 0;
+    for (const auto& [th, n] : frames) most = std::max(most, n);
+    if (most == 0) return;
+    std::vector<int> threads;  // the rank's, in index order: the same links in every run
+    for (const auto& [lane, th] : thread_of) threads.push_back(th);
+    std::sort(threads.begin(), threads.end());
+    for (int bt : threads) {
+      const auto fb = frames.find(bt);
+      if (fb == frames.end() || 2 * fb->second < most) continue;
+      const auto& sb = spans[bt];
+      for (int a : threads) {
+        if (a == bt || thread(a).calls.empty()) continue;
+        const auto fa = frames.find(a);
+        if (fa != frames.end() && 2 * fa->second >= most) continue;  // another engine thread
+        const auto& sa = spans[a];
+        if (sa.empty()) continue;
+        std::vector<int64_t> a_ends;
+        for (const auto& [s0, e0] : sa) a_ends.push_back(e0);
+        std::sort(a_ends.begin(), a_ends.end());
+        // B's events by the window of `a` (between two of its event starts) they fall in whole.
+        size_t window = std::numeric_limits<size_t>::max();
+        for (const auto& [s0, e0] : sb) {
+          auto it = std::upper_bound(sa.begin(), sa.end(), std::pair<int64_t, int64_t>{s0, std::numeric_limits<int64_t>::max()});
+          if (it == sa.begin()) continue;
+          const size_t w = static_cast<size_t>(it - sa.begin()) - 1;
+          const int64_t close = it != sa.end() ? it->first : thread(a).end_meas;
+          if (e0 > close) continue;
+          if (w == window) continue;  // the same run
+          window = w;
+          // Where `a` last did something before the run: its last event start or end by then.
+          int64_t ta = sa[w].first;
+          auto ie = std::upper_bound(a_ends.begin(), a_ends.end(), s0);
+          if (ie != a_ends.begin()) ta = std::max(ta, *std::prev(ie));
+          links.emplace_back(a, bt, ta, s0);
+          ++stats_.thread_links_inferred;
+        }
       }
     }
   }

@@ -122,6 +122,7 @@ class Builder {
       add_sync_edges(r);
       add_poll_waits(r);
       add_thread_flows(r);
+      add_engine_waits(r);
     }
     mark_waiting_threads();
     if (options_.split_collectives) add_collectives();
@@ -788,6 +789,108 @@ class Builder {
             fmt::format("{} on thread {}, {:.3f} ms, waits for thread {} (backward from {:.3f} ms to {:.3f} ms)", what,
                         g_.lanes[from->lane].tid, ms(t1 - t0), g_.lanes[to->lane].tid, ms(begin - t0),
                         ms(done - t0));
+      }
+    }
+  }
+
+  // Backward on the autograd engine's thread in a trace without fwdbwd flows (recorded by an older
+  // PyTorch, or without them: the DLRM, trace_diff and ResNet traces of ../shared). The engine's thread
+  // shows itself by its `autograd::engine::evaluate_function` frames. Where one node of a thread that
+  // launches GPU work (a gap, or an op's self time with nothing recorded inside: `## backward ##`,
+  // `ProfilerStep#N`) spans a run of the engine's work, that thread sat in backward(): the run starts
+  // after the node does (where the thread entered it), and the node becomes a wait on the run's last
+  // node, as with flows (add_thread_flows). A rank with any fwdbwd flow is left to them.
+  void add_engine_waits(uint32_t r) {
+    const RankTrace& t = ranks_[r];
+    for (const Event& e : t.events) {
+      if (e.flow_out != 0 || e.flow_in != 0) return;
+    }
+    std::vector<const CpuLaneNodes*> lanes;
+    for (const CpuLaneNodes& ln : cpu_lanes_) {
+      if (ln.rank == r) lanes.push_back(&ln);
+    }
+    if (lanes.size() < 2) return;
+    constexpr std::string_view kEngineFrame = "autograd::engine::evaluate_function";
+    std::vector<int8_t> engine_name(t.strings.size(), -1);
+    // A lane's evaluate_function frames (events, not nodes: a frame is cut into several nodes).
+    auto engine_frames = [&](const CpuLaneNodes& ln) {
+      int64_t count = 0;
+      uint32_t last_event = kNoId;
+      for (NodeId n = ln.first; n < ln.end; ++n) {
+        if (g_.kind[n] != NodeKind::kCpuOp || g_.event[n] == kNoId || g_.event[n] == last_event) continue;
+        last_event = g_.event[n];
+        const StrId name = t.events[g_.event[n]].name;
+        if (name >= engine_name.size()) continue;
+        int8_t& k = engine_name[name];
+        if (k < 0) k = t.strings.view(name).rfind(kEngineFrame, 0) == 0 ? 1 : 0;
+        count += k;
+      }
+      return count;
+    };
+    auto launches = [&](const CpuLaneNodes& ln) {
+      for (NodeId n = ln.first; n < ln.end; ++n) {
+        if (g_.kind[n] == NodeKind::kRuntime || g_.kind[n] == NodeKind::kSyncCall) return true;
+      }
+      return false;
+    };
+    // The engine's thread: the one with the most evaluate_function frames, and any with at least half as
+    // many (a thread that ran a few itself, re-entrant backward on the caller's thread, is not one).
+    std::vector<int64_t> frames(lanes.size());
+    int64_t most = 0;
+    for (size_t i = 0; i < lanes.size(); ++i) most = std::max(most, frames[i] = engine_frames(*lanes[i]));
+    if (most == 0) return;
+    std::vector<char> engine(lanes.size());
+    for (size_t i = 0; i < lanes.size(); ++i) engine[i] = frames[i] > 0 && 2 * frames[i] >= most;
+    for (size_t bi = 0; bi < lanes.size(); ++bi) {
+      if (!engine[bi]) continue;
+      const CpuLaneNodes& to = *lanes[bi];
+      for (size_t ai = 0; ai < lanes.size(); ++ai) {
+        if (engine[ai] || !launches(*lanes[ai])) continue;
+        const CpuLaneNodes& from = *lanes[ai];
+        // The node of `from` that holds [s, e) whole, if any.
+        auto holding = [&](int64_t s0, int64_t e0) -> NodeId {
+          auto it = std::lower_bound(g_.meas_start_ns.begin() + from.first, g_.meas_start_ns.begin() + from.end, s0 + 1);
+          if (it == g_.meas_start_ns.begin() + from.first) return kNoId;
+          const auto n = static_cast<NodeId>(std::prev(it) - g_.meas_start_ns.begin());
+          return g_.meas_start_ns[n] <= s0 && g_.meas_end_ns[n] >= e0 ? n : kNoId;
+        };
+        // The engine's work (its nodes other than the gaps between runs), grouped by the node that holds it.
+        std::vector<std::tuple<NodeId, NodeId, NodeId>> runs;  // (holding node, first, last)
+        for (NodeId m = to.first; m < to.end; ++m) {
+          if (g_.kind[m] == NodeKind::kCpuGap) continue;
+          const NodeId n = holding(g_.meas_start_ns[m], g_.meas_end_ns[m]);
+          if (n == kNoId) continue;
+          if (!runs.empty() && std::get<0>(runs.back()) == n) {
+            std::get<2>(runs.back()) = m;
+          } else {
+            runs.emplace_back(n, m, m);
+          }
+        }
+        for (const auto& [n, first, last] : runs) {
+          const NodeKind kind = g_.kind[n];
+          if (kind != NodeKind::kCpuGap && kind != NodeKind::kCpuOp && kind != NodeKind::kCpuWait) continue;
+          // Only a node that held the run whole: no work of the engine's own before it ends in the same node
+          // group (runs are maximal), and the run has the engine's frames.
+          const int64_t t0 = g_.meas_start_ns[n], t1 = g_.meas_end_ns[n];
+          const int64_t done = g_.meas_end_ns[last];
+          add_edge(n, false, first, false, EdgeKind::kCrossThread);
+          ++g_.stats.thread_flow_edges;
+          g_.dur_ns[n] = std::clamp<int64_t>(t1 - done, 0, t1 - t0);
+          forced_edges_.push_back(static_cast<uint32_t>(g_.edges.size()));
+          add_edge(last, true, n, true, EdgeKind::kCrossThread);
+          ++g_.stats.thread_waits;
+          ++g_.stats.thread_waits_without_flows;
+          g_.stats.thread_wait_ns += done - t0;
+          if (g_.stats.thread_wait_example.empty()) {
+            const std::string what = kind == NodeKind::kCpuGap ? std::string("a gap")
+                                                                 : std::string(t.strings.view(t.events[g_.event[n]].name));
+            g_.stats.thread_wait_example = fmt::format(
+                "{} on thread {}, {:.3f} ms, waits for thread {} (backward from {:.3f} ms to {:.3f} ms; no fwdbwd "
+                "flows: the engine's thread known by its evaluate_function frames)",
+                what, g_.lanes[from.lane].tid, ms(t1 - t0), g_.lanes[to.lane].tid, ms(g_.meas_start_ns[first] - t0),
+                ms(done - t0));
+          }
+        }
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "emo/analysis/analysis.h"
+#include "emo/executor/executor.h"
 #include "emo/trace/trace.h"
 #include "test_util.h"
 #include "trace_json.h"
@@ -159,6 +160,49 @@ TEST(ThreadFlows, ALoopThatWorksDuringBackwardIsNotMadeToWait) {
   EXPECT_EQ(w.graph.stats.thread_waits, 0);
   const analysis::Analysis a = analysis::analyze(w);
   EXPECT_EQ(a.replayed_span_ns, a.measured_span_ns);
+}
+
+
+// A trace without fwdbwd flows (an older PyTorch, or recorded without them): the loop thread (tid 1)
+// sits in `## backward ##` [130,400] while the engine's thread (tid 2), known by its evaluate_function
+// frame [150,390], runs backward and launches K2. The loop waits for it as with flows; renamed, the
+// frame is no engine's and nothing changes. The independent executor finds the same by its own rule.
+std::string flowless_step(const std::string& frame) {
+  return TraceJson()
+      .cpu("aten::mean", 100, 20)
+      .cpu("## backward ##", 130, 270, 1, "user_annotation")
+      .cpu("optimizer", 400, 20)
+      .launch("K3", 7, 405, 412, 6, 3)
+      .cpu(frame, 150, 240, 2)
+      .launch("K2", 7, 160, 170, 50, 2, 2)
+      .str();
+}
+
+TEST(ThreadFlows, WithoutFlowsTheEngineThreadIsKnownByItsFramesAndTheLoopWaitsForIt) {
+  const analysis::Workload w = test::workload_of({flowless_step("autograd::engine::evaluate_function: MeanBackward0")});
+  EXPECT_EQ(w.graph.stats.thread_waits, 1);
+  EXPECT_EQ(w.graph.stats.thread_waits_without_flows, 1);
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_EQ(a.replayed_span_ns, a.measured_span_ns);
+  const analysis::Workload plain = test::workload_of({flowless_step("MeanBackward0")});
+  EXPECT_EQ(plain.graph.stats.thread_waits, 0);
+  // The host's own time halved: with the wait the loop resumes when backward ends; without it the loop
+  // keeps `## backward ##` as work of its own (halved) and the engine stays where it was recorded.
+  const double with_wait = test::predicted_span_us(w, {"cat:host=0.5"});
+  const double without = test::predicted_span_us(plain, {"cat:host=0.5"});
+  EXPECT_NE(with_wait, without);
+  // The executor, by its own rule, gives the same step within 3 % (it counts the 10 µs between the
+  // engine's end and the loop's resume as host time, the replay as a fixed wake-up: 175.5 against 180.5).
+  executor::Scenario host;
+  host.cpu_factor = 0.5;
+  auto ex = executor::execute(w.ranks, host);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_EQ(ex->stats.thread_links_inferred, 1);
+  EXPECT_NEAR(double(ex->span_ns) / 1000.0, with_wait, 0.03 * with_wait);
+  auto ex_plain = executor::execute(plain.ranks, host);
+  ASSERT_TRUE(ex_plain.ok());
+  EXPECT_EQ(ex_plain->stats.thread_links_inferred, 0);
+  EXPECT_NEAR(double(ex_plain->span_ns) / 1000.0, without, 0.03 * without);
 }
 
 }  // namespace

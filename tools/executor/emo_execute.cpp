@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
                   {"waits_ignored", st.waits_ignored},
                   {"thread_flows", st.thread_flows},
                   {"thread_waits", st.thread_waits},
+                  {"thread_links_inferred", st.thread_links_inferred},
                   {"threads_outside_span", st.threads_outside_span},
                   {"launch_latency_ns", st.launch_latency_ns},
                   {"queue_gap_ns", st.queue_gap_ns},

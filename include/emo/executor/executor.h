@@ -85,6 +85,9 @@ struct ExecutionStats {
   // op's end; where the forward thread recorded nothing while the backward run went on, its next call
   // waits for that run (thread_waits).
   int64_t thread_flows = 0, thread_waits = 0;
+  // Of thread_flows, links inferred without flows: runs of the autograd engine's thread (its
+  // evaluate_function events) while a launching thread recorded nothing.
+  int64_t thread_links_inferred = 0;
   // CPU threads that recorded Python frames alone (no operator, annotation or runtime call) and
   // exchange no flow with another: executed, but not in the step's span (they can delay neither the
   // GPU nor another thread: a progress-bar monitor, a queue thread).

@@ -129,6 +129,7 @@ struct BuildStats {
   int64_t thread_flow_edges = 0;
   int64_t thread_waits = 0;
   int64_t thread_wait_ns = 0;          // measured time of those waits up to the other thread's end
+  int64_t thread_waits_without_flows = 0;  // of them, on a rank without fwdbwd flows (add_engine_waits)
   std::string thread_wait_example;
   std::vector<std::string> notes;
 };
