@@ -869,8 +869,7 @@ class Builder {
         for (const auto& [n, first, last] : runs) {
           const NodeKind kind = g_.kind[n];
           if (kind != NodeKind::kCpuGap && kind != NodeKind::kCpuOp && kind != NodeKind::kCpuWait) continue;
-          // Only a node that held the run whole: no work of the engine's own before it ends in the same node
-          // group (runs are maximal), and the run has the engine's frames.
+          // The node held every node of the run (runs are grouped by their holding node).
           const int64_t t0 = g_.meas_start_ns[n], t1 = g_.meas_end_ns[n];
           const int64_t done = g_.meas_end_ns[last];
           add_edge(n, false, first, false, EdgeKind::kCrossThread);
