@@ -385,16 +385,21 @@ def optimize(paths: Paths, device: str = "h100", max_slowdown: float = 0.05, *, 
              check: bool = True, profile_on: Optional[str] = None, profiled_dir: Optional[PathLike] = None,
              step: Optional[int] = None, min_pack: float = 1.0, min_pack_ms: Optional[float] = None,
              critical_slack_us: float = 50.0, profile_clocks: int = 4, per_kernel: bool = False,
-             cpu_ops_as_kernels: bool = False, deprofile: bool = False, progress: ProgressArg = None) -> Policy:
+             cpu_ops_as_kernels: bool = False, deprofile: bool = False, accept_doubt: bool = False,
+             progress: ProgressArg = None) -> Policy:
     """`emo optimize PATHS --device DEV --max-slowdown D`: pack, profile the packs on the emulated GPU
     of `device` (or `profile_on`, or fit from runs recorded in `profiled_dir`), fit the models, solve for
     a clock per pack within `max_slowdown`, and (unless check=False) run the policy on the profiling
-    device before handing it out."""
+    device before handing it out. A step too doubtful to optimize (most launches without GPU activity,
+    a replay far from the trace, a step mostly blocked on GPU work the trace does not record) raises
+    emo.InputError, as the CLI stops, unless `accept_doubt` (`--accept-doubt`)."""
     with Progress(progress) as p:
         s = _session(paths, p, device=device, max_slowdown=max_slowdown, reserve=reserve, check=check,
                      profile_on=profile_on, profiled_dir=os.fspath(profiled_dir) if profiled_dir else None,
                      deprofile=deprofile, **_pack_options(step, min_pack, min_pack_ms, critical_slack_us, profile_clocks, per_kernel,
                                      cpu_ops_as_kernels))
+        if not accept_doubt:
+            s.refuse_doubtful_step()
         result = s.optimize_document()
         return Policy(s.policy_text(), result=result, session=s)
 

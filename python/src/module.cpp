@@ -688,6 +688,17 @@ NB_MODULE(_emo, m) {
           },
           "with_clocks"_a = false, "every pack as columns (with the policy's clock: runs the optimizer)")
       .def(
+          "refuse_doubtful_step",
+          [](PySession& self) {
+            auto r = self.call([](emo::session::Session& s) -> emo::Result<bool> {
+              EMO_RETURN_IF_ERROR(emo::report::refuse_doubtful_step(s));
+              return true;
+            });
+            take(std::move(r));
+          },
+          "raises where `emo optimize` stops without --accept-doubt (most launches without GPU activity, a "
+          "replay far from the trace, a step mostly blocked on GPU work the trace does not record)")
+      .def(
           "optimize_document",
           [](PySession& self) { return json_call(self, emo::report::optimize_document); }, "`emo optimize --json`")
       .def(

@@ -129,3 +129,19 @@ def test_run_writes_the_report_folder(cli, pp_traces, tmp_path):
     assert without_timings(summary) == without_timings(cli_doc) | {"inputs": summary["inputs"]}
     assert emo.Policy.load(tmp_path / "report" / "policy.json") == emo.Policy.load(tmp_path / "cli_report" / "policy.json")
     assert summary["policy"]["saving_pct"] > 0
+
+
+def test_a_step_missing_its_gpu_work_is_refused_as_the_cli_refuses_it(cli):
+    # A HIP graph replay whose kernels the profiler mostly left out (tests/data/traces/README.md): its
+    # hipStreamSynchronize blocks 29 ms after the last recorded kernel ended, 93 % of the step.
+    trace = str(Path(__file__).resolve().parents[2] / "tests/data/traces/mi300x_pi0_graph_replay_partial.json.gz")
+    said = [w for w in emo.analyze(trace).warnings if w.startswith("synchronize calls blocked 29.006 ms")]
+    assert said and "hipStreamSynchronize" in said[0]
+    with pytest.raises(emo.InputError) as e:
+        emo.optimize(trace, device="h100")
+    assert "93 % of its step (more than 50 %) is synchronize calls blocked" in str(e.value)
+    assert "--accept-doubt" in e.value.note
+    cli_run = cli.run("optimize", trace, "--device", "h100", check=False)
+    assert cli_run.returncode == 1 and "93 % of its step" in cli_run.stderr
+    policy = emo.optimize(trace, device="h100", check=False, accept_doubt=True)
+    assert any(w.startswith("synchronize calls blocked") for w in policy.warnings)

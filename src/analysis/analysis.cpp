@@ -571,6 +571,41 @@ LostLaunches lost_launches(const Workload& w) {
   return out;
 }
 
+UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a) {
+  UnrecordedWaits out;
+  const graph::Graph& g = w.graph;
+  std::vector<int64_t> per_rank(g.rank_paths.size(), 0);
+  int64_t longest = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    // The builder leaves a blocking call its time after the last op it waited for ended (kSyncCall), and a
+    // call that waited for none (every op ended before it began, or there was none) its whole time.
+    if (g.kind[n] != NodeKind::kSyncCall && g.kind[n] != NodeKind::kRuntime) continue;
+    const trace::RuntimeCall call = trace::classify_runtime_call(g.strings.view(g.name[n]));
+    if (call != trace::RuntimeCall::kDeviceSync && call != trace::RuntimeCall::kStreamSync &&
+        call != trace::RuntimeCall::kEventSync)
+      continue;
+    const int64_t own = g.dur_ns[n];
+    if (own < kUnrecordedWaitMinNs) continue;
+    ++out.calls;
+    out.wait_ns += own;
+    const uint32_t r = g.rank[n];
+    if (r < per_rank.size()) per_rank[r] += own;
+    if (own > longest) {
+      longest = own;
+      const uint32_t lane = g.lane[n];
+      out.example = fmt::format("{} on {}thread {}, {:.3f} ms of its {:.3f} ms after the last GPU op it could wait for ended",
+                                g.strings.view(g.name[n]),
+                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(r))) : std::string(),
+                                lane < g.lanes.size() ? g.lanes[lane].tid : 0, double(own) / 1e6,
+                                double(g.meas_end_ns[n] - g.meas_start_ns[n]) / 1e6);
+    }
+  }
+  if (a.measured_span_ns > 0) {
+    for (int64_t v : per_rank) out.pct = std::max(out.pct, 100.0 * double(v) / double(a.measured_span_ns));
+  }
+  return out;
+}
+
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
   std::vector<std::string> out = import_warnings(w);
   if (w.deprofiled) {
@@ -631,6 +666,14 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
     out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
                               "e.g. {}: the GPU work they started is missing from the step",
                               ll.lost, ll.launches, kLostLaunchDoubtPct, ll.example));
+  }
+  const UnrecordedWaits uw = unrecorded_waits(w, a);
+  if (uw.calls > 0 && uw.pct >= kUnrecordedWaitDoubtPct) {
+    out.push_back(fmt::format("synchronize calls blocked {:.3f} ms ({:.0f} % of the step on the rank with the most) "
+                              "after the GPU work the trace shows had ended, e.g. {}: the GPU ran work the trace does "
+                              "not record (a graph whose kernels the profiler left out, another process), which the "
+                              "step takes for host time and GPU idle",
+                              double(uw.wait_ns) / 1e6, uw.pct, uw.example));
   }
   // The profiler's own cost: a step that took longer under the profiler than the same job's steps without
   // it (emo.torch.capture times a few before it records) ran a slower host than the job does.

@@ -325,6 +325,15 @@ Status refuse_doubtful_step(Session& s) {
                                   malformed > 0 ? fmt::format(" ({} malformed events were skipped on reading: import_stats in `emo analyze --json`)", malformed) : ""),
                       note);
   }
+  const analysis::UnrecordedWaits uw = analysis::unrecorded_waits(w, **an);
+  if (uw.pct > kUnrecordedWaitRefusePct) {
+    return make_error(where,
+                      fmt::format("{:.0f} % of its step (more than {:g} %) is synchronize calls blocked after the GPU work "
+                                  "the trace shows had ended, e.g. {}: the GPU ran work the trace does not record, and "
+                                  "clocks chosen for what it shows would not be this job's",
+                                  uw.pct, kUnrecordedWaitRefusePct, uw.example),
+                      note);
+  }
   const double err = (*an)->replay_error_pct;
   if (!(std::abs(err) > kReplayRefusePct)) return {};
   return make_error(where,

@@ -496,6 +496,17 @@ expect 1 "run a step whose kernels are mostly malformed" -- "$emo" run "$tmp/neg
 says "run a step whose kernels are mostly malformed" "([0-9]* malformed events were skipped on reading"
 expect 0 "optimize a step whose kernels are mostly malformed, accepted" -- "$emo" optimize "$tmp/negdur.json" --accept-doubt --no-check
 says "optimize a step whose kernels are mostly malformed, accepted" "^warning: [0-9]* of the step's [0-9]* launch calls have no GPU activity"
+# A HIP graph replay whose kernels the profiler mostly left out (tests/data/traces/README.md):
+# hipStreamSynchronize blocks 29 ms after the last recorded kernel ended, 93 % of the step.
+partial="$(cd "$(dirname "$0")/../data/traces" && pwd)/mi300x_pi0_graph_replay_partial.json.gz"
+expect 0 "a step whose GPU work the trace did not record" -- "$emo" analyze "$partial"
+says "a step whose GPU work the trace did not record" "^warning: synchronize calls blocked 29.006 ms (93 % of the step on the rank with the most) after the GPU work the trace shows had ended, e.g. hipStreamSynchronize"
+expect 1 "optimize a step whose GPU work the trace did not record" -- "$emo" optimize "$partial" --device h100 -o "$tmp/partial.pol.json"
+says "optimize a step whose GPU work the trace did not record" "^error: .*mi300x_pi0_graph_replay_partial.json.gz: 93 % of its step (more than 50 %) is synchronize calls blocked"
+says "optimize a step whose GPU work the trace did not record" "^note: give --accept-doubt"
+[ -e "$tmp/partial.pol.json" ] && { echo "FAIL: a policy was written for a step whose GPU work is missing"; fails=$((fails + 1)); }
+expect 0 "optimize a step whose GPU work the trace did not record, accepted" -- "$emo" optimize "$partial" --device h100 --accept-doubt --no-check
+says "optimize a step whose GPU work the trace did not record, accepted" "^warning: synchronize calls blocked"
 # A launch whose kernel the trace lost.
 sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}}/' \
   "$tmp/good.json" >"$tmp/lost.json"

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,65 @@ TEST(StepDoubt, GroupsOfRanksThatShareNoCollectiveWithStepsOfDifferentLengthsAre
   const analysis::Workload both = test::workload_of(jobs);
   EXPECT_EQ(both.graph.stats.rank_groups, 2);
   EXPECT_EQ(both.graph.stats.collectives_matched, 2);
+}
+
+// A synchronize call that goes on blocking after the GPU work the trace shows has ended waited for work
+// the trace does not record. Times in µs: a 100 µs kernel, then cudaStreamSynchronize from 120 µs.
+TEST(StepDoubt, ASyncThatBlocksAfterTheRecordedGpuWorkEndedIsSaid) {
+  auto with_sync = [](double sync_ts, double sync_dur) {
+    return TraceJson().launch("gemm", 7, 0, 10, 100, 1).runtime("cudaStreamSynchronize", sync_ts, sync_dur, 2).str();
+  };
+  // Blocks 2 ms after the kernel ended: 2,000 of a 2,120 µs step.
+  {
+    const auto w = warnings_of({with_sync(120, 2000)});
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].rfind("synchronize calls blocked 2.000 ms (94 % of the step on the rank with the most) after the "
+                         "GPU work the trace shows had ended, e.g. cudaStreamSynchronize on thread 1, 2.000 ms of its "
+                         "2.000 ms after the last GPU op it could wait for ended: the GPU ran work the trace does not "
+                         "record",
+                         0),
+              0u)
+        << w[0];
+    const analysis::Workload wl = test::workload_of({with_sync(120, 2000)});
+    const analysis::UnrecordedWaits uw = analysis::unrecorded_waits(wl, analysis::analyze(wl));
+    EXPECT_EQ(uw.calls, 1);
+    EXPECT_EQ(uw.wait_ns, 2'000'000);
+  }
+  // Waits for the kernel, then wakes 5 µs after it ends: the GPU work it waited for is in the trace.
+  EXPECT_TRUE(warnings_of({with_sync(20, 95)}).empty());
+  // Blocks past the kernel's end by 2 ms: the part after the kernel ended counts (2,000 of 2,110 µs).
+  {
+    const auto w = warnings_of({with_sync(20, 2090)});
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_NE(w[0].find("2.000 ms of its 2.090 ms after the last GPU op it could wait for ended"), std::string::npos) << w[0];
+  }
+  // Below the per-call floor (150 µs) or under 5 % of the step: nothing said.
+  EXPECT_TRUE(warnings_of({with_sync(120, 150)}).empty());
+  {
+    const std::string long_step =
+        TraceJson().launch("gemm", 7, 0, 10, 100, 1).runtime("cudaStreamSynchronize", 120, 300, 2).launch("gemm", 7, 430, 440, 9000, 3).str();
+    EXPECT_TRUE(warnings_of({long_step}).empty());
+  }
+}
+
+// A real capture of this kind (tests/data/traces/README.md): a HIP graph replayed on an MI300X whose
+// kernels the profiler mostly left out; hipStreamSynchronize blocks 29 ms after the last recorded one.
+TEST(StepDoubt, AGraphReplayWhoseKernelsTheTraceLacksIsSaid) {
+  auto t = trace::read_trace(std::string(EMO_TEST_DATA_DIR) + "/traces/mi300x_pi0_graph_replay_partial.json.gz");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  std::vector<trace::RankTrace> ranks;
+  ranks.push_back(std::move(t).value());
+  auto w = analysis::assemble(std::move(ranks), {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const analysis::Analysis a = analysis::analyze(*w);
+  const analysis::UnrecordedWaits uw = analysis::unrecorded_waits(*w, a);
+  EXPECT_EQ(uw.calls, 1);
+  EXPECT_NEAR(double(uw.wait_ns) / 1e6, 29.006, 0.001);
+  EXPECT_GT(uw.pct, 90.0);
+  const auto warnings = analysis::step_warnings(*w, a);
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& s) {
+    return s.rfind("synchronize calls blocked 29.006 ms", 0) == 0 && s.find("hipStreamSynchronize") != std::string::npos;
+  }));
 }
 
 TEST(StepDoubt, ATraceOfAnotherGpuThanTheDeviceIsSaid) {

@@ -131,11 +131,25 @@ struct LostLaunches {
 };
 LostLaunches lost_launches(const Workload& w);
 
+// Synchronize calls (device, stream, event) that went on blocking after every GPU op they could wait for
+// had ended: the GPU was busy with work the trace does not show (a graph whose kernels the profiler did
+// not record, another process). Each such call's own time past kUnrecordedWaitMinNs counts (a wake-up
+// takes µs); `pct` is the largest rank's sum against the step's measured span.
+inline constexpr int64_t kUnrecordedWaitMinNs = 200'000;
+inline constexpr double kUnrecordedWaitDoubtPct = 5.0;
+struct UnrecordedWaits {
+  int64_t calls = 0, wait_ns = 0;  // over every rank
+  double pct = 0;                  // the largest rank's share of the step (%)
+  std::string example;             // the longest: call, rank, thread, how long after the last GPU op
+};
+UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a);
+
 // import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
 // ranks whose steps are different ProfilerSteps or were captured far apart (kCaptureGapDoubtS), ranks
 // recorded on different GPUs, collectives whose matched kernels disagree (BuildStats::
 // collectives_inconsistent), groups of ranks that share no collective with steps of different lengths
-// (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), a step the
+// (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), synchronize
+// calls that waited on GPU work the trace does not show (kUnrecordedWaitDoubtPct), a step the
 // profiler slowed against the job's untraced steps (kProfilerSlowdownDoubtPct), a replay away from the
 // measured step (kReplayDoubtPct).
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);

@@ -77,6 +77,9 @@ Result<std::vector<std::string>> step_warnings(session::Session& s);
 inline constexpr double kReplayRefusePct = 50.0;
 // ... and past this share of launch calls without GPU activity (analysis::lost_launches).
 inline constexpr double kLostLaunchRefusePct = 50.0;
+// ... and past this share of the step blocked in synchronize calls after the GPU work the trace shows had
+// ended (analysis::unrecorded_waits).
+inline constexpr double kUnrecordedWaitRefusePct = 50.0;
 Status refuse_doubtful_step(session::Session& s);
 // The doubt a run leaves: the check's warnings and the evaluation's predicted-vs-measured energy gap.
 Result<std::vector<std::string>> run_warnings(session::Session& s);
