@@ -588,9 +588,32 @@ std::unique_ptr<View> optimize_text() {
     if (sol.policy_from == "default" || sol.policy_from == "dp") return out;
     bool as_is = false;
     for (const auto& b : sol.baselines) as_is |= b.name == sol.policy_from && b.pack_clock_mhz == sol.policy.pack_clock_mhz;
-    out += as_is ? fmt::format("  (the policy is the {} plan as it is)\n", sol.policy_from)
-                 : fmt::format("  (the search started from the {} plan, which the models price below the DP's)\n",
-                               sol.policy_from);
+    if (!as_is) {
+      out += fmt::format("  (the search started from the {} plan, which the models price below the DP's)\n", sol.policy_from);
+      return out;
+    }
+    // The policy is the passing plan that measured the least energy in the check: where the models price
+    // another passing plan lower, the margin above is negative, and this says why.
+    auto measured = [&](const std::string& plan) -> double {
+      double e = 0;
+      for (const auto& r : (*c)->rounds)
+        if (r.plan == plan && r.accepted) e = r.measured_energy_j;
+      return e;
+    };
+    const optimize::Plan* cheaper = nullptr;
+    for (const auto& b : sol.baselines) {
+      if (b.name != sol.policy_from && b.energy_j < sol.policy.energy_j && measured(b.name) > 0 &&
+          (cheaper == nullptr || b.energy_j < cheaper->energy_j))
+        cheaper = &b;
+    }
+    const double mine = measured(sol.policy_from);
+    if (cheaper != nullptr && mine > 0) {
+      out += fmt::format("  (the policy is the {} plan as it is: of the plans that passed the check it measured the least "
+                         "energy, {:.3f} J a step against {:.3f} J for {}, which the models price lower)\n",
+                         sol.policy_from, mine, measured(cheaper->name), cheaper->name);
+    } else {
+      out += fmt::format("  (the policy is the {} plan as it is)\n", sol.policy_from);
+    }
     return out;
   });
 }

@@ -167,6 +167,35 @@ fi
 expect 1 "--profile-on a missing profile file" -- "$emo" run "$tmp"/in/train-dp_rank*.json \
   --profile-on "emulated:$tmp/absent.json" -o "$tmp/po3"; no_folder "$tmp/po3" "--profile-on a missing profile file"
 
+# ---- the policy is a baseline the models price above another: the text says why ----
+# On ../shared's trace_filter rank 1 and emulated GPU 5 every plan passes the check; the models price
+# static_clock lowest, but slack_only measured the least energy there, so the policy is slack_only and
+# its predicted margin is negative: the line under the table gives both measured energies.
+shared=${2:-}
+sr1="$shared/traces/hta/tests/data/trace_filter/sampled_rank-1.json.gz"
+if [ -n "$shared" ] && [ -f "$sr1" ]; then
+  if expect 0 "a policy priced above a baseline" -- "$emo" optimize "$sr1" --device h100 --profile-on emulated:h100@5 \
+      --max-slowdown 0.05 --json "$tmp/sr1.json"; then
+    python3 - "$tmp/sr1.json" "$tmp/out" <<'PY' || fail "a policy priced above a baseline: the text does not say why"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+rounds = {r["plan"]: r["measured_energy_j"] for r in j["check"]["rounds"] if r["accepted"]}
+m = j["margin"]
+assert m["points"] < 0, m  # the models price a baseline below the policy
+line = re.search(r"\(the policy is the (\w+) plan as it is: of the plans that passed the check it measured the least "
+                 r"energy, ([0-9.]+) J a step against ([0-9.]+) J for (\w+), which the models price lower\)", text)
+assert line, text
+assert line.group(1) == j["policy_from"] and line.group(4) == m["best_baseline"], (line.groups(), j["policy_from"], m)
+mine, other = float(line.group(2)), float(line.group(3))
+assert abs(mine - rounds[j["policy_from"]]) < 1e-3 and abs(other - rounds[m["best_baseline"]]) < 1e-3, (line.groups(), rounds)
+assert mine < other, (mine, other)
+PY
+  fi
+else
+  echo "skip: a policy priced above a baseline (needs ../shared's trace_filter traces)"
+fi
+
 # ---- interrupted run: SIGTERM a second into a bigger step ----
 # The built-in example (emo synth train-pp --ranks 4, synthesized by the run itself) takes a few
 # seconds in a Release build, so a second in it is mid-way. SIGTERM, not SIGINT: a background job of a
