@@ -174,6 +174,7 @@ struct Group {
 struct RankInfo {
   int64_t base = 0;  // local trace time + base = job clock
   int64_t tau_launch = 0, tau_gap = 0, tau_wake = 0;
+  int64_t slow_launch = 0;  // a launching call at least this long is host time its ops wait for
   std::unordered_map<int64_t, std::vector<int>> ops_by_corr;
   std::unordered_map<int64_t, int> capture_slot;    // cudaEventRecord correlation -> its slot in captured_
   std::unordered_map<int64_t, int> record_stream_of;  // record correlation -> recording stream (cuda_sync)
@@ -674,6 +675,13 @@ class Executor {
       }
     }
     info_[r].tau_launch = median_of(lat);
+    // How long this rank's launch calls take: one 10× that (and 50 µs or more) is a slow launch (try_start).
+    std::vector<int64_t> call_dur;
+    for (int ci : rank_calls_[r]) {
+      const Call& c = calls_[static_cast<size_t>(ci)];
+      if (!c.ops.empty()) call_dur.push_back(c.me - c.ms);
+    }
+    info_[r].slow_launch = std::max<int64_t>(50'000, 10 * median_of(call_dur));
     for (int si : rank_streams_[r]) {
       const Stream& s = stream(si);
       for (size_t p = 1; p < s.ops.size(); ++p) {
@@ -1288,7 +1296,16 @@ class Executor {
       if (o.fixed && !queued) {
         f(o.ms, int64_t{0}, int64_t{0});
       } else if (!o.fixed) {
-        f(o.launch_t, std::max<int64_t>(0, o.ms - o.launch_ms), ri.tau_launch);
+        // A slow launching call (a first launch loading its module) that returned before its op started,
+        // with nothing of the op's stream still running then: the call's own time (host work) came first,
+        // so the op follows the call's executed end.
+        const Call& lc = calls_[static_cast<size_t>(o.call)];
+        if (lc.me - lc.ms >= ri.slow_launch && o.ms >= lc.me && (!prev || prev->me <= lc.me)) {
+          f(o.launch_t + scaled(lc.me - lc.ms, sc_.cpu_factor), o.ms - lc.me,
+            std::max<int64_t>(0, ri.tau_launch - (lc.me - lc.ms)));
+        } else {
+          f(o.launch_t, std::max<int64_t>(0, o.ms - o.launch_ms), ri.tau_launch);
+        }
       }
       if (prev) f(prev->end, std::max<int64_t>(0, o.ms - prev->me), ri.tau_gap);
       for (int w : o.waits) f(op(w).end, std::max<int64_t>(0, o.ms - op(w).me), ri.tau_gap);

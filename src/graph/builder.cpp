@@ -35,6 +35,11 @@
 namespace emo::graph {
 namespace {
 
+// A launch call this much longer than the rank's typical one (its upper median), and at least
+// kSlowLaunchMinNs, is a slow launch: host time the op it launched waits for (add_launch_edges).
+constexpr int64_t kSlowLaunchMultiple = 10;
+constexpr int64_t kSlowLaunchMinNs = 50'000;
+
 using trace::Event;
 using trace::EventKind;
 using trace::RankTrace;
@@ -301,6 +306,16 @@ class Builder {
 
   // ---------- edges ----------
   void add_launch_edges(uint32_t r) {
+    // A launch call far longer than this rank's launches take (a first launch loading its module, a host
+    // stalled mid-call): its time is the host's, and the op it launched waits for it (below).
+    std::vector<int64_t> call_ns;
+    for (const auto& [key, so] : idx_[r].streams) {
+      for (size_t i = 0; i < so.nodes.size(); ++i) {
+        auto it = so.corr[i] == trace::kNone ? idx_[r].runtime_by_corr.end() : idx_[r].runtime_by_corr.find(so.corr[i]);
+        if (it != idx_[r].runtime_by_corr.end()) call_ns.push_back(g_.meas_end_ns[it->second] - g_.meas_start_ns[it->second]);
+      }
+    }
+    const int64_t slow_call_ns = std::max<int64_t>(kSlowLaunchMinNs, kSlowLaunchMultiple * upper_median(call_ns, int64_t{0}));
     for (const auto& [key, so] : idx_[r].streams) {
       for (size_t i = 0; i < so.nodes.size(); ++i) {
         auto it = so.corr[i] == trace::kNone ? idx_[r].runtime_by_corr.end()
@@ -309,7 +324,15 @@ class Builder {
           ++g_.stats.gpu_ops_without_launch;
           continue;
         }
-        add_edge(it->second, false, so.nodes[i], false, EdgeKind::kLaunch);
+        // The op starts at most a launch latency after its call starts; but where the call was a slow one
+        // and the op started only after it returned, on a stream whose work before it had ended by then (the
+        // call did not wait for a queue slot), the call's own time came first: the op follows the call's
+        // end, so that it moves with the call's time in a what-if (host x0.5 halves a 6.5 ms first launch).
+        const NodeId call = it->second, op = so.nodes[i];
+        const bool after_call = g_.meas_end_ns[call] - g_.meas_start_ns[call] >= slow_call_ns &&
+                                g_.meas_start_ns[op] >= g_.meas_end_ns[call] &&
+                                (i == 0 || g_.meas_end_ns[so.nodes[i - 1]] <= g_.meas_end_ns[call]);
+        add_edge(call, after_call, op, false, EdgeKind::kLaunch);
       }
     }
   }
