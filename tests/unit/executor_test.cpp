@@ -70,27 +70,15 @@ TEST(Executor, ScaledKernelClassMovesTheStepByItsQueue) {
 
 // Launch-bound: prep [0,100], launch [100,105] -> gemm K1 [110,120]; prep2 [105,305];
 // launch [305,310] -> K2 [315,325]. The GPU waits for the CPU.
-// A slow launch (a first launch loading its module): the call takes 600 µs of the thread's time and its
-// kernel starts 5 µs after it returns, the stream idle since K1 ended. Calls [0,5] [20,620] [630,635];
-// K1 [10,110], K2 [625,725], K3 [726,826] and K4 [827,927] (queued behind K2; call [640,645]).
-std::string slow_first_launch() {
-  return TraceJson()
-      .launch("K1", 7, 0, 10, 100, 1)
-      .runtime("cudaLaunchKernel", 20, 600, 2)
-      .kernel("K2", 7, 625, 100, 2)
-      .launch("K3", 7, 630, 726, 100, 3)
-      .launch("K4", 7, 640, 827, 100, 4)
-      .str();
-}
-
+// test::slow_first_launch(): a 600 µs launch call whose kernel K2 starts 5 µs after it returns.
 TEST(Executor, ASlowLaunchIsHostTimeItsKernelWaitsFor) {
-  EXPECT_DOUBLE_EQ(span_us({slow_first_launch()}), 927);
+  EXPECT_DOUBLE_EQ(span_us({test::slow_first_launch()}), 927);
   // Host x0.5: calls [0,2.5] [10,310] [315,317.5] [320,322.5]; K2 at its call's end + 5: [315,415];
   // K3 [416,516], K4 [517,617]. Tied to its call's start by the measured 605, K2 would start at 615 and
   // the step end at 917.
-  EXPECT_DOUBLE_EQ(span_us({slow_first_launch()}, {"cpu=0.5"}), 617);
+  EXPECT_DOUBLE_EQ(span_us({test::slow_first_launch()}, {"cpu=0.5"}), 617);
   // Host x2: calls [0,10] [40,1240] [1260,1270] [1280,1290]; K2 [1245,1345], K3 [1346,1446], K4 [1447,1547].
-  EXPECT_DOUBLE_EQ(span_us({slow_first_launch()}, {"cpu=2"}), 1547);
+  EXPECT_DOUBLE_EQ(span_us({test::slow_first_launch()}, {"cpu=2"}), 1547);
 }
 
 std::string launch_bound() {

@@ -45,21 +45,9 @@ TEST(Replay, UnmodifiedGraphReproducesTheTrace) {
   EXPECT_DOUBLE_EQ(a.replay_error_pct, 0.0);
 }
 
-// A slow launch (a first launch loading its module): the call takes 600 of the thread's time and its
-// kernel starts 5 after it returns, the stream idle since K1 ended at 110. Calls [0,5] [20,620] [630,635];
-// K1 [10,110], K2 [625,725], K3 [726,826] and K4 [827,927] (queued behind K2; call [640,645]).
-std::string slow_first_launch() {
-  return TraceJson()
-      .launch("K1", 7, 0, 10, 100, 1)
-      .runtime("cudaLaunchKernel", 20, 600, 2)
-      .kernel("K2", 7, 625, 100, 2)
-      .launch("K3", 7, 630, 726, 100, 3)
-      .launch("K4", 7, 640, 827, 100, 4)
-      .str();
-}
-
+// test::slow_first_launch(): a 600 µs launch call whose kernel K2 starts 5 µs after it returns.
 TEST(Replay, ASlowLaunchIsHostTimeItsKernelWaitsFor) {
-  auto w = load({slow_first_launch()});
+  auto w = load({test::slow_first_launch()});
   EXPECT_EQ(analysis::analyze(w).replayed_span_ns, 927'000);
   // Host x0.5: calls [0,2.5] [10,310] [315,317.5] [320,322.5]; K2 follows its call's end: 310 + 5 ->
   // [315,415]; K3 [416,516] and K4 [517,617] behind it. With K2 tied to its call's start by the measured

@@ -83,4 +83,18 @@ inline std::vector<trace::RankTrace> ranks_of(const std::vector<std::string>& js
   return out;
 }
 
+// A slow launch (a first launch loading its module), for the replay's and the executor's tests alike:
+// the call takes 600 µs of the thread's time and its kernel starts 5 µs after it returns, the stream
+// idle since K1 ended at 110. Calls [0,5] [20,620] [630,635] [640,645]; K1 [10,110], K2 [625,725], then
+// K3 [726,826] and K4 [827,927] queued behind K2.
+inline std::string slow_first_launch() {
+  return TraceJson()
+      .launch("K1", 7, 0, 10, 100, 1)
+      .runtime("cudaLaunchKernel", 20, 600, 2)
+      .kernel("K2", 7, 625, 100, 2)
+      .launch("K3", 7, 630, 726, 100, 3)
+      .launch("K4", 7, 640, 827, 100, 4)
+      .str();
+}
+
 }  // namespace emo::test
