@@ -577,9 +577,10 @@ UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a) {
   std::vector<int64_t> per_rank(g.rank_paths.size(), 0);
   int64_t longest = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    // The builder leaves a blocking call its time after the last op it waited for ended (kSyncCall), and a
-    // call that waited for none (every op ended before it began, or there was none) its whole time.
-    if (g.kind[n] != NodeKind::kSyncCall && g.kind[n] != NodeKind::kRuntime) continue;
+    // The builder makes a blocking call that waited for GPU ops a kSyncCall and leaves it its time after
+    // the last of them ended (its whole time where they had all ended before it began). A call whose ops
+    // the trace shows ending after it returned (clocks apart) waited for none of them: not counted.
+    if (g.kind[n] != NodeKind::kSyncCall) continue;
     const trace::RuntimeCall call = trace::classify_runtime_call(g.strings.view(g.name[n]));
     if (call != trace::RuntimeCall::kDeviceSync && call != trace::RuntimeCall::kStreamSync &&
         call != trace::RuntimeCall::kEventSync)
