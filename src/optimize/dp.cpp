@@ -235,8 +235,10 @@ std::vector<std::vector<Option>> pack_options(const Problem& pr, const Prepared&
   return options;
 }
 
-// Clock-switch energy curves (see solve_dp_switching): per pack with atoms and clock, the span power over
-// the part of the latency's spread the pack covers.
+// Clock-switch energy curves (see solve_dp_switching): per pack with atoms and clock, the energy of the
+// share of the pack's work the latency's spread covers (switch_energy_j: a switch that lands early or
+// late runs that work at the other clock), the share taken at the default clock's span so that the
+// difference of two clocks' values is an L1 distance.
 std::vector<std::vector<double>> switch_curves(const Problem& pr, const Prepared& x, double spread_s) {
   const pack::Packing& p = *pr.packing;
   std::vector<std::vector<double>> sw_v(p.packs.size(), std::vector<double>(x.clocks.size(), 0.0));
@@ -244,7 +246,10 @@ std::vector<std::vector<double>> switch_curves(const Problem& pr, const Prepared
     if (x.pack_atoms[k].empty()) continue;
     const double window_s =
         std::min(spread_s, double(std::max<int64_t>(0, p.packs[k].end_ns - p.packs[k].begin_ns)) * 1e-9);
-    for (size_t c = 0; c < x.clocks.size(); ++c) sw_v[k][c] = window_s * span_power_w(pr, x, k, x.clocks[c]);
+    const double span0_s = span_cost(pr, x, k, pr.default_clock_mhz).first;
+    if (span0_s <= 0) continue;
+    const double share = std::min(1.0, window_s / span0_s);
+    for (size_t c = 0; c < x.clocks.size(); ++c) sw_v[k][c] = share * span_cost(pr, x, k, x.clocks[c]).second;
   }
   return sw_v;
 }

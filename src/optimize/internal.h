@@ -76,12 +76,13 @@ std::pair<double, double> pack_cost(const Problem& pr, const Prepared& x, uint32
 // The latency's spread (p99 − median): how long a clock change lands early (raised, issued a p99
 // latency ahead) or late (lowered, issued 2·median − p99 ahead) in the typical case.
 double switch_spread_s(const Problem& pr);
-// Mean power over pack k's span (busy and the idle inside) at clock f.
-double span_power_w(const Problem& pr, const Prepared& x, uint32_t k, double f);
+// Pack k's span at clock f, its busy time and the idle inside (s), and the energy over it (J).
+std::pair<double, double> span_cost(const Problem& pr, const Prepared& x, uint32_t k, double f);
 // Extra energy of the change from pack j (at `from`) to the next pack k (at `to`) of its GPU: a raise
 // lands a spread early, so the end of what j owns (its gap after, then its span) runs at `to`; a lowering
 // lands a spread late, so the start of k (its span, then its gap) runs at `from`. Idle time pays the idle
-// power's difference, a pack's span its mean power's.
+// power's difference; a span, the difference of its energy at the two clocks over the share of its work
+// the spread holds at the clock it runs at (a higher clock gets through more work, in less time each).
 double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_t k, int from, int to);
 // One full replay of a plan: makespan and energy (packs, idle at the default clock, clock switches).
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,

@@ -241,12 +241,11 @@ double switch_spread_s(const Problem& pr) {
   return std::max(0.0, prof.switch_latency_p99_ms.value - prof.switch_latency_median_ms.value) * 1e-3;
 }
 
-double span_power_w(const Problem& pr, const Prepared& x, uint32_t k, double f) {
+std::pair<double, double> span_cost(const Problem& pr, const Prepared& x, uint32_t k, double f) {
   const auto [busy_s, e] = pack_cost(pr, x, k, f);
   const double gap_s = double(x.gap_after_ns[k]) * 1e-9;
   const double idle_s = double(x.pack_idle_ns[k]) * 1e-9;
-  const double e_span = e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].rank, f);
-  return busy_s + idle_s > 0 ? e_span / (busy_s + idle_s) : pr.models->idle_power_w(pr.packing->packs[k].rank, f);
+  return {busy_s + idle_s, e - gap_s * pr.models->idle_power_w(pr.packing->packs[k].rank, f)};
 }
 
 double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_t k, int from, int to) {
@@ -264,20 +263,31 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
     return std::min(w, 0.5 * double(std::max<int64_t>(0, (p.packs[q].end_ns - p.packs[q].begin_ns) + x.gap_after_ns[q])) * 1e-9);
   };
   const double idle_diff = std::abs(pr.models->idle_power_w(gpu, from) - pr.models->idle_power_w(gpu, to));
+  // `window_s` of pack q's span run at clock `at` where the plan has `planned`: that part of the pack's
+  // work, done at `at`, against the same work at `planned`. The work is what the window holds at `at`
+  // (a raised clock gets through more of it in the window), so the energy is that share of the span's
+  // energy at each clock, not the window's length at each clock's power; the time the work takes less
+  // at `at` is idle at k's clock (a slip costs no time in the plan's replay: the step keeps its length).
+  const double idle_to_w = pr.models->idle_power_w(gpu, to);
+  auto slipped_work_j = [&](uint32_t q, double window_s, double at, double planned) {
+    const auto [span_at, e_at] = span_cost(pr, x, q, at);
+    if (window_s <= 0 || span_at <= 0) return 0.0;
+    const double share = std::min(1.0, window_s / span_at);
+    const auto [span_planned, e_planned] = span_cost(pr, x, q, planned);
+    return share * ((e_at - e_planned) + (span_planned - span_at) * idle_to_w);
+  };
   if (to > from) {
     // Raised early: the end of what pack j owns, its gap and then its span, runs at k's higher clock.
     const double len = exposed_s(j);
     const double in_gap = std::min(len, gap_s(j));
     const double in_span = std::min(len - in_gap, span_s(j));
-    const double d = span_power_w(pr, x, j, to) - span_power_w(pr, x, j, from);
-    return in_gap * idle_diff + in_span * std::max(0.0, d);
+    return in_gap * idle_diff + std::max(0.0, slipped_work_j(j, in_span, to, from));
   }
   // Lowered late: the start of pack k, its span and then its gap, keeps j's higher clock.
   const double len = exposed_s(k);
   const double in_span = std::min(len, span_s(k));
   const double in_gap = std::min(len - in_span, gap_s(k));
-  const double d = span_power_w(pr, x, k, from) - span_power_w(pr, x, k, to);
-  return in_span * std::max(0.0, d) + in_gap * idle_diff;
+  return std::max(0.0, slipped_work_j(k, in_span, from, to)) + in_gap * idle_diff;
 }
 
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,

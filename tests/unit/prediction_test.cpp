@@ -118,6 +118,17 @@ TEST(Prediction, OverlappingCollectivesAndSwitchesIntoIdleArePricedAsTheyRun) {
   expect_within(predicted_and_measured({p}, "emulated:h100@4"), 0.03, "sampled_rank-0");
 }
 
+// HTA's trace_diff step on an emulated H100, whose per-phase plan raises the clock to 1920 MHz for two
+// of its six packs: a raise is issued a p99 latency ahead and lands about a spread (11.9 ms) early, a
+// lowering about as late, so the packs beside a 1920 MHz pack run part of their work at 1920. That work
+// was priced as the spread's length at the higher clock's power (3.0 J a step, 3.1 % over the measured
+// energy), where the higher clock gets through more of it in that time, each piece of it for a little
+// more energy, and the time it saves idles (now 2.3 J; 1.6 % over). Every plan within 2 %.
+TEST(Prediction, AClockSwitchThatLandsEarlyIsPricedAsTheWorkItRuns) {
+  EMO_REQUIRE_SHARED(p, "traces/hta/tests/data/trace_diff/test/test.json.gz");
+  expect_within(predicted_and_measured({p}, "emulated:h100@2"), 0.02, "trace_diff/test");
+}
+
 // HTA's trace_diff step on an emulated A100: copies and memory-bound kernels take as long at 945 MHz
 // as at 1410 (flat above the memory knee) and 1/f below it, which a time fit on the two lowest clocks
 // alone reads as SM-bound: they were marked throttled at ~950 MHz and priced at the power limit (21 of
