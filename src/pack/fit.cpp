@@ -278,11 +278,23 @@ std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
                               packs_held_at_default(p, m).size()));
   }
   if (const WorstFit wf = worst_energy_fit(m); wf.gpu >= 0 && std::abs(wf.gap_pct) > kFitDoubtPct) {
+    // Where the static and dynamic scales could not be fitted apart, say so: that is why the residuals
+    // are large, and the least-squares pair says which way the model's power split is off.
+    std::string why;
+    if (const GpuCorrection& c = m.gpus[size_t(wf.gpu)]; c.common_scale) {
+      why = c.ls_static != 0 || c.ls_dynamic != 0
+                ? fmt::format("; its static and dynamic power could not be scaled apart (least squares gives static "
+                              "×{:.2f}, dynamic ×{:.2f}, outside 0.5–2 and 0.3–3), so one scale ×{:.3f} stands for both",
+                              c.ls_static, c.ls_dynamic, c.static_scale)
+                : fmt::format("; its static and dynamic power could not be told apart from the runs, so one scale "
+                              "×{:.3f} stands for both",
+                              c.static_scale);
+    }
     out.push_back(fmt::format(
         "the fitted models give GPU {}'s step energy at the profiled {} MHz {:+.1f} % off the measured ({:.3f} J "
-        "against {:.3f} J, more than {:g} %): predicted energies and savings may be off by as much; `emo evaluate` "
+        "against {:.3f} J, more than {:g} %){}: predicted energies and savings may be off by as much; `emo evaluate` "
         "or `emo run` measures them (the optimize JSON's energy_fit lists every GPU and clock)",
-        wf.gpu, wf.clock_mhz, wf.gap_pct, wf.fitted_j, wf.measured_j, kFitDoubtPct));
+        wf.gpu, wf.clock_mhz, wf.gap_pct, wf.fitted_j, wf.measured_j, kFitDoubtPct, why));
   }
   return out;
 }
@@ -582,6 +594,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     // For a floor scale: the (a, b) fit, its predictions and the objective.
     struct Solution {
       double a = 1, b = 1, c = 1, scale = 1, knee = 1, objective = 0;
+      double ls_a = 0, ls_b = 0;  // the least-squares pair, also where it was refused
       bool ok = false;
       std::vector<double> x, d, fixed;  // per run: S + I, D and the energy not scaled, at this floor
     };
@@ -611,6 +624,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       auto fit_ab = [&](Solution& t, double c) {
         t.c = c;
         t.ok = false;
+        t.ls_a = t.ls_b = 0;
         double sxx = 0, sxd = 0, sdd = 0, sxe = 0, sde = 0;
         for (size_t i = 0; i < parts.size(); ++i) {
           const double x = t.x[i], d = t.d[i], y = parts[i].E - c * t.fixed[i];
@@ -624,6 +638,8 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         if (std::abs(det) > 1e-12 * sxx * sdd && det != 0) {
           t.a = (sxe * sdd - sde * sxd) / det;
           t.b = (sxx * sde - sxd * sxe) / det;
+          t.ls_a = t.a;
+          t.ls_b = t.b;
           t.ok = t.a > 0.5 && t.a < 2.0 && t.b > 0.3 && t.b < 3.0;
         }
         if (!t.ok) {  // ill-conditioned: one common scale instead
@@ -708,6 +724,11 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     c.floor_scale = best.scale;
     c.knee_scale = best.knee;
     c.limit_scale = best.c;
+    c.common_scale = !best.ok;
+    if (!best.ok) {
+      c.ls_static = best.ls_a;
+      c.ls_dynamic = best.ls_b;
+    }
     for (size_t i = 0; i < parts.size(); ++i) {
       c.clocks_mhz.push_back(runs[i].clock_mhz);
       c.measured_j.push_back(parts[i].E);

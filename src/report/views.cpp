@@ -248,8 +248,11 @@ json energy_fit_json(const pack::PackModels& m) {
                     {"floor_scale", c.floor_scale},
                     {"knee_scale", c.knee_scale},
                     {"limit_scale", c.limit_scale},
+                    {"common_scale", c.common_scale},
                     {"largest_gap_pct", worst},
                     {"runs", std::move(runs)}});
+    if (c.common_scale && (c.ls_static != 0 || c.ls_dynamic != 0))
+      gpus.back()["least_squares"] = {{"static_scale", c.ls_static}, {"dynamic_scale", c.ls_dynamic}};
   }
   return gpus;
 }

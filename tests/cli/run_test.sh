@@ -133,6 +133,11 @@ for g in fit:
         assert r["measured_j"] > 0 and r["fitted_j"] > 0, r
         assert abs(r["gap_pct"] - 100 * (r["fitted_j"] / r["measured_j"] - 1)) < 1e-9, r
     assert abs(g["largest_gap_pct"] - max(abs(r["gap_pct"]) for r in g["runs"])) < 1e-9, g
+    assert isinstance(g["common_scale"], bool), g
+    if g["common_scale"]:  # one scale for both: equal, and the refused least-squares pair beside them
+        assert g["static_scale"] == g["dynamic_scale"], g
+    else:
+        assert "least_squares" not in g, g
 worst = max(g["largest_gap_pct"] for g in fit)
 warned = any("the fitted models give GPU" in w for w in j["warnings"])
 assert warned == (worst > 3.0), f"FAIL: largest fit gap {worst:.2f} %, warned {warned}: {j['warnings']}"

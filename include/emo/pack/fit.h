@@ -75,6 +75,12 @@ struct GpuCorrection {
   // The power this GPU holds a throttled signature at, relative to the modelled limit (1: the cap of
   // the signature's model). Fitted from the step energies where signatures throttle (docs/models.md).
   double limit_scale = 1;
+  // True where the least-squares static and dynamic scales fell outside their bounds (static 0.5–2,
+  // dynamic 0.3–3) or could not be told apart: one common scale stands for both (static_scale ==
+  // dynamic_scale), and the fit's residuals show what the two could not absorb. ls_static, ls_dynamic:
+  // the least-squares values it refused (0 where they could not be told apart).
+  bool common_scale = false;
+  double ls_static = 0, ls_dynamic = 0;
   // Step energy at each profiled clock (in the runs' order), measured (counter) and as the fitted
   // models predict it.
   std::vector<int> clocks_mhz;
