@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace emo::pack {
 
@@ -120,6 +121,31 @@ Throttle find_throttle(const std::vector<model::Point>& pts, const device::Devic
   return out;
 }
 
+// Two atoms running at once for `ns`: the smaller dynamic power of the two (the prior's, at f) over
+// that time, of which two kernels at once draw only the GPU's concurrent share (GpuCorrection::
+// concurrent_share). None (w_s = 0) where either signature throttles: a GPU at its limit draws the
+// limit, whatever runs.
+struct SharedPower {
+  double w_s = 0;          // seconds the two ran at once
+  SignatureIndex lesser;   // the signature whose dynamic power is the smaller
+  PowerParts parts;        // its parts at f
+};
+
+SharedPower shared_power(const Packing& p, const PackModels& m, uint32_t first, uint32_t second, double ns, double f) {
+  SharedPower out;
+  const SignatureIndex x = p.atoms[first].signature, y = p.atoms[second].signature;
+  const SignatureModel& sx = m.signatures[x.index()];
+  const SignatureModel& sy = m.signatures[y.index()];
+  if (!(ns > 0) || (sx.fitted && sx.unit.throttle_mhz > 0) || (sy.fitted && sy.unit.throttle_mhz > 0)) return out;
+  const PowerParts px = power_parts(sx, f), py = power_parts(sy, f);
+  auto dyn = [](const PowerParts& q) { return q.split ? q.mem + q.sm : std::max(0.0, q.total - q.stat); };
+  const bool x_less = dyn(px) <= dyn(py);
+  out.lesser = x_less ? x : y;
+  out.parts = x_less ? px : py;
+  out.w_s = ns * 1e-9;
+  return out;
+}
+
 }  // namespace
 
 double PackModels::voltage_rel(graph::RankIndex rank, double f) const {
@@ -166,6 +192,16 @@ double PackModels::idle_power_w(graph::RankIndex gpu, double f) const {
   const double v = voltage_rel(gpu, f);
   const double idle = profile.idle_power_w.value * (0.85 + 0.15 * v * v * f / profile.max_clock_mhz());
   return gpus[gpu.index()].static_scale * idle;
+}
+
+double PackModels::overlap_ns(const Overlap& o, double f) const {
+  const std::vector<double>& c = overlap_clocks_mhz;
+  if (c.empty() || o.ns.size() != c.size()) return 0;
+  if (f <= c.front()) return o.ns.front();
+  if (f >= c.back()) return o.ns.back();
+  const size_t i = size_t(std::upper_bound(c.begin(), c.end(), f) - c.begin());  // c[i-1] < f < c[i]
+  const double w = (f - c[i - 1]) / (c[i] - c[i - 1]);
+  return o.ns[i - 1] + w * (o.ns[i] - o.ns[i - 1]);
 }
 
 ProfiledOps::ProfiledOps(const graph::Graph& pg) {
@@ -299,6 +335,31 @@ std::vector<std::string> fit_warnings(const Packing& p, const PackModels& m) {
   return out;
 }
 
+namespace {
+
+// The energy (J) two atoms that ran at once for `ns` do not draw at f: (1 − concurrent_share) of the
+// smaller dynamic power of the two over that time (0 where either throttles).
+double overlap_saving_j(const Packing& p, const PackModels& m, uint32_t first, uint32_t second, double ns, double f) {
+  const SharedPower sp = shared_power(p, m, first, second, ns, f);
+  if (sp.w_s <= 0) return 0;
+  const graph::RankIndex gpu = p.atoms[first].rank;
+  const GpuCorrection& gc = m.gpus[gpu.index()];
+  return (1 - gc.concurrent_share) * sp.w_s *
+         std::max(0.0, m.busy_power_w(sp.lesser, gpu, f) - gc.static_scale * sp.parts.stat);
+}
+
+// The same over the overlaps pack k owns (its atoms' with later ones), at their measured time at f.
+double pack_overlap_saving_j(const Packing& p, const PackModels& m, PackIndex k, double f) {
+  const Pack& pk = p.packs[k.index()];
+  double e = 0;
+  auto it = std::lower_bound(m.overlaps.begin(), m.overlaps.end(), pk.first_atom,
+                             [](const PackModels::Overlap& o, uint32_t a) { return o.first < a; });
+  for (; it != m.overlaps.end() && it->first <= pk.last_atom; ++it) e += overlap_saving_j(p, m, it->first, it->second, m.overlap_ns(*it, f), f);
+  return e;
+}
+
+}  // namespace
+
 PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double f) {
   const Pack& pk = p.packs[k.index()];
   PackCost c;
@@ -310,11 +371,15 @@ PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double
     c.energy_j += double(at.busy_ns) * 1e-9 * ratio * m.busy_power_w(at.signature, pk.rank, f);
   }
   // Negative where the pack's atoms overlap (a collective on one stream beside compute on another):
-  // their busy powers then add up, less the idle power once over the overlap, as in the fit.
+  // their busy powers then add up, less the idle power once over the overlap, as in the fit; and less
+  // the share of the smaller dynamic power that two kernels at once do not draw (1 − concurrent_share),
+  // over the overlaps this pack owns (its atoms' with later ones), as long as they were measured at f.
   const int64_t idle_ns = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
   c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.rank, f);
+  c.energy_j -= pack_overlap_saving_j(p, m, k, f);
   return c;
 }
+
 
 
 namespace {
@@ -409,6 +474,8 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     }
   }
 
+  // Per pair of atoms that ran at once: their overlap in each run.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<double>> run_overlaps;
   for (size_t ri = 0; ri < runs.size(); ++ri) {
     const ProfiledRun& run = runs[ri];
     const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
@@ -421,6 +488,11 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     }
     const ProfiledRun::Digest& dg = digested ? *digested->digest : *run.digest;
     if (dg.spans.size() != n_gpu) return make_error(where, fmt::format("has {} ranks, the step {}", dg.spans.size(), n_gpu));
+    for (const AtomOverlap& ov : options.share_overlaps ? atom_overlaps(packing, dg.spans) : std::vector<AtomOverlap>{}) {
+      std::vector<double>& v = run_overlaps[{ov.first, ov.second}];
+      v.resize(runs.size(), 0.0);
+      v[ri] = double(ov.ns);
+    }
     // Sum member op durations per signature.
     for (size_t r = 0; r < n_gpu; ++r) {
       step_s[r][ri] = dg.step_s;
@@ -445,6 +517,22 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       const double watts = double(log.back().energy_mj - log.front().energy_mj) * 1e-3 /
                            (double(log.back().t_ns - log.front().t_ns) * 1e-9);
       step_j[r][ri] = watts * step_s[r][ri];
+    }
+  }
+
+  // The overlaps by clock, ascending (the runs' order need not be); run_rank[run] = its place there.
+  std::vector<size_t> run_rank(runs.size(), 0);
+  {
+    std::vector<size_t> order(runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return runs[x].clock_mhz < runs[y].clock_mhz; });
+    for (size_t i : order) m.overlap_clocks_mhz.push_back(double(runs[i].clock_mhz));
+    for (size_t i = 0; i < order.size(); ++i) run_rank[order[i]] = i;
+    for (auto& [ab, v] : run_overlaps) {
+      v.resize(runs.size(), 0.0);
+      PackModels::Overlap o{ab.first, ab.second, {}};
+      for (size_t i : order) o.ns.push_back(v[i]);
+      m.overlaps.push_back(std::move(o));
     }
   }
 
@@ -551,7 +639,12 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   // The power a throttled signature draws, relative to the modelled limit (model::prior_unit_model's
   // cap: 98 % of the profile's): σ 2 %, at most ±6 %.
   constexpr double kLimitPriorSd = 0.02, kLimitMaxDev = 0.06;
+  // The concurrent share (model::kConcurrentShare, assumed): σ 0.25, within [0, 1].
+  constexpr double kSharePriorSd = 0.25;
   m.gpus.resize(n_gpu);
+  // The overlaps of each GPU (PackModels::overlaps is by first atom, and a GPU's atoms are contiguous).
+  std::vector<std::vector<const PackModels::Overlap*>> gpu_overlaps(n_gpu);
+  for (const PackModels::Overlap& o : m.overlaps) gpu_overlaps[packing.atoms[o.first].rank.index()].push_back(&o);
   const double floor0 = profile.voltage.floor_rel.value;
   for (size_t r = 0; r < n_gpu; ++r) {
     // Per run: static S, dynamic parts that do not scale with V (memory; unsplit or capped signatures)
@@ -560,6 +653,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     // this GPU's scales); `cal`: their SM energy below it, with the clock they throttle at.
     struct RunParts {
       double f = 0, S = 0, d_fix = 0, d_sm = 0, idle_s = 0, E = 0, at_limit = 0;
+      double o_fix = 0, o_sm = 0;  // the smaller dynamic energy of atoms that ran at once, its parts
       std::vector<std::pair<double, double>> cal;
     };
     std::vector<RunParts> parts(runs.size());
@@ -587,21 +681,35 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         busy += t;
       }
       // Atoms that overlap (a collective beside compute on another stream) are busy in both: their
-      // powers add, and the idle power is taken off once over the overlap (so idle_s may be negative).
+      // powers add, and the idle power is taken off once over the overlap (so idle_s may be negative),
+      // and the share of the smaller dynamic power two kernels at once do not draw, over the overlap as
+      // this run measured it (predict_pack).
+      for (const PackModels::Overlap* o : gpu_overlaps[r]) {
+        const SharedPower sp = shared_power(packing, m, o->first, o->second, o->ns[run_rank[ri]], rp.f);
+        if (sp.w_s <= 0) continue;
+        if (sp.parts.split) {
+          rp.o_fix += sp.w_s * sp.parts.mem;
+          rp.o_sm += sp.w_s * sp.parts.sm;
+        } else {
+          rp.o_fix += sp.w_s * std::max(0.0, sp.parts.total - sp.parts.stat);
+        }
+      }
       rp.idle_s = step_s[r][ri] - busy;
       rp.E = step_j[r][ri];
     }
     // For a floor scale: the (a, b) fit, its predictions and the objective.
     struct Solution {
-      double a = 1, b = 1, c = 1, scale = 1, knee = 1, objective = 0;
+      double a = 1, b = 1, c = 1, scale = 1, knee = 1, share = model::kConcurrentShare, objective = 0;
       double ls_a = 0, ls_b = 0;  // the least-squares pair, also where it was refused
       bool ok = false;
       std::vector<double> x, d, fixed;  // per run: S + I, D and the energy not scaled, at this floor
     };
+    double share = model::kConcurrentShare;  // of the smaller dynamic power where atoms ran at once
     auto solve = [&](double scale, double knee) {
       Solution so;
       so.scale = scale;
       so.knee = knee;
+      so.share = share;
       GpuCorrection probe;
       probe.floor_scale = scale;
       probe.knee_scale = knee;
@@ -611,7 +719,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         const double v0 = profile.voltage_rel(rp.f), v = m.voltage_rel(graph::RankIndex(uint32_t(r)), rp.f);
         const double k = v0 > 0 ? (v * v) / (v0 * v0) : 1.0;
         const double x = rp.S + rp.idle_s * m.idle_power_w(graph::RankIndex(uint32_t(r)), rp.f);
-        const double d = rp.d_fix + k * rp.d_sm;
+        const double d = (rp.d_fix - (1 - share) * rp.o_fix) + k * (rp.d_sm - (1 - share) * rp.o_sm);
         double fixed = rp.at_limit;
         for (const auto& [e, thr] : rp.cal)
           fixed += e * m.voltage_gain(graph::RankIndex(uint32_t(r)), rp.f) / m.voltage_gain(graph::RankIndex(uint32_t(r)), thr);
@@ -656,9 +764,10 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
           const double e = (t.a * t.x[i] + t.b * t.d[i] + c * t.fixed[i]) / parts[i].E - 1;
           rss += e * e;
         }
-        const double dev = scale - 1, kdev = knee - 1, cdev = c - 1;
+        const double dev = scale - 1, kdev = knee - 1, cdev = c - 1, sdev = share - model::kConcurrentShare;
         t.objective = rss / (kEnergySd * kEnergySd) + (dev * dev) / (kFloorPriorSd * kFloorPriorSd) +
-                      (kdev * kdev) / (kKneePriorSd * kKneePriorSd) + (cdev * cdev) / (kLimitPriorSd * kLimitPriorSd);
+                      (kdev * kdev) / (kKneePriorSd * kKneePriorSd) + (cdev * cdev) / (kLimitPriorSd * kLimitPriorSd) +
+                      (sdev * sdev) / (kSharePriorSd * kSharePriorSd);
       };
       fit_ab(so, 1.0);
       if (!any_fixed) return so;
@@ -677,7 +786,22 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       }
       return best_c;
     };
+    // The concurrent share, where atoms ran at once: the overlap grows as the clock falls (compute
+    // stretches into a collective's wait), so the runs tell the share apart from the dynamic scale. A
+    // grid at the voltage in force (the profile's, then the fitted one), the solution in bounds first.
+    bool overlapped = false;
+    for (const RunParts& rp : parts) overlapped = overlapped || rp.o_fix + rp.o_sm > 0;
+    auto fit_share = [&](Solution& best_so, double lo, double hi, double step) {
+      if (!overlapped) return;
+      for (double sh = lo; sh <= hi + 1e-9; sh += step) {
+        share = std::clamp(sh, 0.0, 1.0);
+        Solution t = solve(best_so.scale, best_so.knee);
+        if ((t.ok || !best_so.ok) && (t.objective < best_so.objective || (t.ok && !best_so.ok))) best_so = std::move(t);
+      }
+      share = best_so.share;
+    };
     Solution best = solve(1.0, 1.0);
+    fit_share(best, 0.0, 1.0, 0.05);
     const double max_scale = floor0 > 0 ? std::min(1 + kFloorMaxDev, 1.0 / floor0) : 1.0;
     // The floor shows only against a run above the knee whose dynamic power is mostly the V²-scaled
     // SM part; where that run is at the power limit (A100 at 1410 MHz) its power says nothing of V.
@@ -717,6 +841,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
         kcentre = best.knee;
       }
     }
+    fit_share(best, best.share - 0.05, best.share + 0.05, 0.005);
     GpuCorrection& c = m.gpus[r];
     c = GpuCorrection{};
     c.static_scale = best.a;
@@ -724,6 +849,7 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     c.floor_scale = best.scale;
     c.knee_scale = best.knee;
     c.limit_scale = best.c;
+    c.concurrent_share = best.share;
     c.common_scale = !best.ok;
     if (!best.ok) {
       c.ls_static = best.ls_a;

@@ -122,6 +122,44 @@ void find_replicas(const graph::Graph& g, Packing& p, int64_t clocks) {
 
 }  // namespace
 
+std::vector<AtomOverlap> atom_overlaps(const Packing& p, const std::vector<std::vector<std::pair<int64_t, int64_t>>>& spans) {
+  struct Iv {
+    int64_t b, e;
+    uint32_t atom;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> acc;
+  std::vector<Iv> ivs, active;
+  size_t a0 = 0;
+  while (a0 < p.atoms.size()) {
+    const size_t gpu = p.atoms[a0].rank.index();
+    size_t a1 = a0;
+    ivs.clear();
+    for (; a1 < p.atoms.size() && p.atoms[a1].rank.index() == gpu; ++a1) {
+      const Atom& at = p.atoms[a1];
+      for (uint32_t i = at.first; i <= at.last && at.first <= at.last && gpu < spans.size() && i < spans[gpu].size(); ++i) {
+        const auto& [b, e] = spans[gpu][i];
+        if (e > b) ivs.push_back(Iv{b, e, uint32_t(a1)});
+      }
+    }
+    std::sort(ivs.begin(), ivs.end(), [](const Iv& x, const Iv& y) { return x.b < y.b || (x.b == y.b && x.atom < y.atom); });
+    active.clear();
+    for (const Iv& v : ivs) {
+      std::erase_if(active, [&](const Iv& u) { return u.e <= v.b; });
+      for (const Iv& u : active) {
+        if (u.atom == v.atom) continue;
+        const int64_t o = std::min(u.e, v.e) - v.b;
+        if (o > 0) acc[{std::min(u.atom, v.atom), std::max(u.atom, v.atom)}] += o;
+      }
+      active.push_back(v);
+    }
+    a0 = a1;
+  }
+  std::vector<AtomOverlap> out;
+  out.reserve(acc.size());
+  for (const auto& [ab, ns] : acc) out.push_back(AtomOverlap{ab.first, ab.second, ns});
+  return out;
+}
+
 Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
                            const device::DeviceProfile& profile, const PackOptions& opt) {
   const graph::Graph& g = w.graph;

@@ -248,6 +248,7 @@ json energy_fit_json(const pack::PackModels& m) {
                     {"floor_scale", c.floor_scale},
                     {"knee_scale", c.knee_scale},
                     {"limit_scale", c.limit_scale},
+                    {"concurrent_share", c.concurrent_share},
                     {"common_scale", c.common_scale},
                     {"largest_gap_pct", worst},
                     {"runs", std::move(runs)}});

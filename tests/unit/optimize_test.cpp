@@ -47,6 +47,40 @@ TEST(Pack, RepeatedLayersShareSignaturesAndPacksOutlastSwitches) {
   for (size_t gi = 0; gi < p->gpus.size(); ++gi) EXPECT_EQ(next[gi], p->gpus[gi].ops.size());
 }
 
+// The time each two atoms of a GPU run at once, from their ops' intervals: pairs of different atoms
+// only (an atom's own ops on two streams are one busy interval already), each GPU on its own, by first
+// then second atom; three at once count each pair.
+TEST(Pack, AtomOverlapsCountEachPairOfAtomsThatRunAtOnce) {
+  pack::Packing p;
+  p.gpus.resize(2);
+  p.gpus[0].rank = graph::RankIndex(0);
+  p.gpus[1].rank = graph::RankIndex(1);
+  p.gpus[0].ops.resize(5);
+  p.gpus[1].ops.resize(2);
+  auto atom = [](uint32_t rank, uint32_t first, uint32_t last) {
+    pack::Atom a;
+    a.rank = graph::RankIndex(rank);
+    a.first = first;
+    a.last = last;
+    return a;
+  };
+  // GPU 0: atom 0 = ops 0-1 (two streams, overlapping each other), atom 1 = op 2 (a collective), an idle
+  // atom, atom 3 = ops 3-4. GPU 1: atom 4 = op 0, atom 5 = op 1.
+  p.atoms = {atom(0, 0, 1), atom(0, 2, 2), atom(0, 3, 2), atom(0, 3, 4), atom(1, 0, 0), atom(1, 1, 1)};
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> spans = {
+      {{0, 100}, {50, 150}, {80, 400}, {300, 350}, {390, 500}},
+      {{0, 10}, {10, 20}},  // back to back: no overlap
+  };
+  const auto ov = pack::atom_overlaps(p, spans);
+  ASSERT_EQ(ov.size(), 2u);
+  EXPECT_EQ(ov[0].first, 0u);
+  EXPECT_EQ(ov[0].second, 1u);
+  EXPECT_EQ(ov[0].ns, 20 + 70);  // op 0 [80, 100) and op 1 [80, 150) beside the collective
+  EXPECT_EQ(ov[1].first, 1u);
+  EXPECT_EQ(ov[1].second, 3u);
+  EXPECT_EQ(ov[1].ns, 50 + 10);  // op 3 [300, 350) and op 4 [390, 400)
+}
+
 TEST(Pack, OptionsOutsideTheirRangeAreNamedErrors) {
   auto w = workload(1, 2);
   const auto profile = *device::builtin_profile("h100");

@@ -67,6 +67,12 @@ struct PowerModel {
 // (12–40 % of the SMs), and moves data at link speed, a fraction of HBM bandwidth. 0.25 is the middle.
 inline constexpr double kCommunicationActivity = 0.25;
 
+// Kernels that run at once (a collective on one stream beside compute on another) share one GPU: its
+// static power is drawn once, and its SMs and memory are shared, so the two draw less than each alone
+// added up. Assumed: the larger dynamic power in full, and this share of the smaller one.
+// pack::predict_pack and the per-GPU energy fit price an overlap the same way (docs/models.md).
+inline constexpr double kConcurrentShare = 0.5;
+
 // A fitted unit. cap_w > 0: the GPU's power limit was in force; a clock whose power would exceed
 // it runs at the lower clock where the power equals cap_w (the GPU throttles to stay under it).
 // throttle_mhz > 0: the clock where the unit was seen to throttle (its measured times stop shortening

@@ -75,6 +75,9 @@ struct GpuCorrection {
   // The power this GPU holds a throttled signature at, relative to the modelled limit (1: the cap of
   // the signature's model). Fitted from the step energies where signatures throttle (docs/models.md).
   double limit_scale = 1;
+  // Of the smaller dynamic power of two atoms that run at once, the share the GPU draws (the larger
+  // draws in full): model::kConcurrentShare as the prior, fitted where the runs overlap atoms.
+  double concurrent_share = model::kConcurrentShare;
   // True where the least-squares static and dynamic scales fell outside their bounds (static 0.5–2,
   // dynamic 0.3–3) or could not be told apart: one common scale stands for both (static_scale ==
   // dynamic_scale), and the fit's residuals show what the two could not absorb. ls_static, ls_dynamic:
@@ -102,6 +105,17 @@ struct PackModels {
   std::vector<int> clocks_mhz;           // profiled clocks
   std::vector<SignatureModel> signatures;  // [SignatureIndex]
   std::vector<GpuCorrection> gpus;         // [RankIndex]
+  // Atoms of a GPU that ran at once in the profiled runs, and for how long at each profiled clock
+  // (`ns[i]` at overlap_clocks_mhz[i], ascending): compute stretches into a collective's wait as the
+  // clock falls, so the overlap is measured, not scaled. By `first`, then `second`.
+  struct Overlap {
+    uint32_t first = 0, second = 0;
+    std::vector<double> ns;
+  };
+  std::vector<Overlap> overlaps;
+  std::vector<double> overlap_clocks_mhz;
+  // An overlap's time at f: linear between the profiled clocks, the nearest one's outside them.
+  double overlap_ns(const Overlap& o, double clock_mhz) const;
 
   // Duration of the signature's work at f relative to the reference clock.
   double time_ratio(SignatureIndex sig, double clock_mhz) const;
@@ -191,6 +205,10 @@ struct FitOptions {
   // Recognise signatures that throttle at the top profiled clocks (their time stops shortening; they
   // then draw the power limit, docs/models.md). false: every signature's time is one fitted curve.
   bool fit_throttle = true;
+  // Price atoms that ran at once in the profiled runs as sharing the GPU (PackModels::overlaps, the
+  // concurrent share fitted per GPU, docs/models.md). false: their busy powers add up in full, as
+  // before 2026-12-05.
+  bool share_overlaps = true;
 };
 
 // Errors: a profiled trace whose GPU ops do not match the base step (other ops, other counts), a run

@@ -124,6 +124,17 @@ struct Packing {
   double reduction() const { return profiled_units > 0 ? double(kernel_units) / double(profiled_units) : 0; }
 };
 
+// Two atoms of a GPU that run at once (a collective on one stream beside compute on another): for `ns`
+// their ops' intervals overlap. `first` < `second` (Packing::atoms indices).
+struct AtomOverlap {
+  uint32_t first = 0, second = 0;
+  int64_t ns = 0;
+};
+// Every such pair and its time, from the ops' [start, end) in `spans` (per GPU, Packing::gpus[r].ops
+// order: a profiled run's digest, or the replayed step's), by `first` then `second`. Ops of one atom
+// are one busy interval already (Atom::busy_ns) and are not counted.
+std::vector<AtomOverlap> atom_overlaps(const Packing& p, const std::vector<std::vector<std::pair<int64_t, int64_t>>>& spans);
+
 Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
                            const device::DeviceProfile& profile, const PackOptions& options = {});
 
