@@ -373,7 +373,8 @@ PackCost predict_pack(const Packing& p, const PackModels& m, PackIndex k, double
   // Negative where the pack's atoms overlap (a collective on one stream beside compute on another):
   // their busy powers then add up, less the idle power once over the overlap, as in the fit; and less
   // the share of the smaller dynamic power that two kernels at once do not draw (1 − concurrent_share),
-  // over the overlaps this pack owns (its atoms' with later ones), as long as they were measured at f.
+  // over the overlaps this pack owns (its atoms' with later ones), as long as the runs measured them
+  // around f (PackModels::overlap_ns).
   const int64_t idle_ns = (pk.end_ns - pk.begin_ns) - pk.busy_ns;
   c.energy_j += double(idle_ns) * 1e-9 * m.idle_power_w(pk.rank, f);
   c.energy_j -= pack_overlap_saving_j(p, m, k, f);
