@@ -9,7 +9,7 @@ predicted / measured − 1. The table gives, per input and device, the largest |
 default clock, the policy and the baselines (the worst of the three), and the plan and seed where it is.
 
 usage: scripts/prediction_fidelity.py [--emo build/tools/emo/emo] [--shared ../shared] [--devices h100]
-       [--seeds 1,2,3,4,5] [--profile-clocks N] [--csv FILE] [--no-real] [--no-synth] [--only TEXT] [--limit PCT]
+       [--seeds 1,2,3,4,5] [--profile-clocks N] [--refine-profile] [--csv FILE] [--no-real] [--no-synth] [--only TEXT] [--limit PCT]
 Exit status 1 when any |error| is over --limit (default 3 %), so that it can gate a change.
 """
 import argparse
@@ -73,7 +73,9 @@ def main():
     ap.add_argument("--devices", default="h100", help="comma-separated built-in devices (default h100)")
     ap.add_argument("--seeds", default="1,2,3,4,5", help="emulated GPUs (seeds), comma-separated")
     ap.add_argument("--max-slowdown", type=float, default=0.05)
-    ap.add_argument("--profile-clocks", type=int, help="clocks in the profiling plan (emo's default: 3)")
+    ap.add_argument("--profile-clocks", type=int, help="clocks in the profiling plan (emo's default: 4)")
+    ap.add_argument("--refine-profile", action="store_true",
+                    help="pass --refine-profile to `emo optimize` (one more run where the first plan runs)")
     ap.add_argument("--csv", help="also write one row per input, device, seed and plan to FILE")
     ap.add_argument("--no-real", action="store_true", help="leave out ../shared's traces")
     ap.add_argument("--no-synth", action="store_true", help="leave out the synthetic families")
@@ -117,6 +119,8 @@ def main():
             per_plan, worst, why = {}, (0.0, "", 0), None
             for seed in seeds:
                 extra = ["--profile-clocks", str(a.profile_clocks)] if a.profile_clocks else []
+                if a.refine_profile:
+                    extra.append("--refine-profile")
                 rows, err = measure(a.emo, tmp, files, dev, seed, a.max_slowdown, extra)
                 if rows is None:
                     why = err

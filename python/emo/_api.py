@@ -382,20 +382,22 @@ class Policy:
 
 
 def optimize(paths: Paths, device: str = "h100", max_slowdown: float = 0.05, *, reserve: float = 0.1,
-             check: bool = True, profile_on: Optional[str] = None, profiled_dir: Optional[PathLike] = None,
-             step: Optional[int] = None, min_pack: float = 1.0, min_pack_ms: Optional[float] = None,
+             check: bool = True, refine_profile: bool = True, profile_on: Optional[str] = None,
+             profiled_dir: Optional[PathLike] = None, step: Optional[int] = None, min_pack: float = 1.0, min_pack_ms: Optional[float] = None,
              critical_slack_us: float = 50.0, profile_clocks: int = 4, per_kernel: bool = False,
              cpu_ops_as_kernels: bool = False, deprofile: bool = False, accept_doubt: bool = False,
              progress: ProgressArg = None) -> Policy:
     """`emo optimize PATHS --device DEV --max-slowdown D`: pack, profile the packs on the emulated GPU
     of `device` (or `profile_on`, or fit from runs recorded in `profiled_dir`), fit the models, solve for
     a clock per pack within `max_slowdown`, and (unless check=False) run the policy on the profiling
-    device before handing it out. A step too doubtful to optimize (most launches without GPU activity,
+    device before handing it out. With `refine_profile` (the default; `--no-refine-profile` is False) a
+    clock where the first plan mostly runs, away from the profiled ones, is profiled too and the step
+    solved again (docs/profiling.md, "Profiling where the plan runs"). A step too doubtful to optimize (most launches without GPU activity,
     a replay far from the trace, a step mostly blocked on GPU work the trace does not record) raises
     emo.InputError, as the CLI stops, unless `accept_doubt` (`--accept-doubt`)."""
     with Progress(progress) as p:
         s = _session(paths, p, device=device, max_slowdown=max_slowdown, reserve=reserve, check=check,
-                     profile_on=profile_on, profiled_dir=os.fspath(profiled_dir) if profiled_dir else None,
+                     refine_profile=refine_profile, profile_on=profile_on, profiled_dir=os.fspath(profiled_dir) if profiled_dir else None,
                      deprofile=deprofile, **_pack_options(step, min_pack, min_pack_ms, critical_slack_us, profile_clocks, per_kernel,
                                      cpu_ops_as_kernels))
         if not accept_doubt:
@@ -493,7 +495,7 @@ def apply(policy: Union[Policy, PathLike], paths: Paths, device: str = "emulated
 
 def run(paths: Optional[Paths] = None, out_dir: PathLike = "emo-report", device: str = "h100",
         max_slowdown: float = 0.05, *, reserve: float = 0.1, steps: int = 12, check: bool = True,
-        profiled_dir: Optional[PathLike] = None, accept_doubt: bool = False,
+        refine_profile: bool = True, profiled_dir: Optional[PathLike] = None, accept_doubt: bool = False,
         progress: ProgressArg = None) -> Dict[str, Any]:
     """`emo run [PATHS] --device DEV --max-slowdown D -o OUT_DIR`: the whole method end to end, with the
     report folder (summary.json, results.csv, packs.csv, policy.json, report.html, overlays; docs/run.md).
@@ -504,7 +506,8 @@ def run(paths: Optional[Paths] = None, out_dir: PathLike = "emo-report", device:
     with Progress(progress) as p:
         summary, _, _ = _emo.run(traces, device=device, max_slowdown=max_slowdown, reserve=reserve,
                                  out_dir=os.fspath(out_dir), profiled_dir=os.fspath(profiled_dir) if profiled_dir else "",
-                                 eval_steps=steps, check=check, accept_doubt=accept_doubt, progress=p.callback)
+                                 eval_steps=steps, check=check, refine_profile=refine_profile,
+                                 accept_doubt=accept_doubt, progress=p.callback)
     return summary["summary"]
 
 

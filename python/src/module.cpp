@@ -210,6 +210,7 @@ struct OpenArgs {
   std::string profile_on, profiled_dir, policy_file;
   double max_slowdown = 0.05, reserve = 0.1;
   bool check = true;
+  bool refine_profile = true;
   int eval_steps = 12;
   bool split_collectives = true;
   bool cpu_ops_as_kernels = false;
@@ -239,6 +240,7 @@ emo::Result<emo::session::Options> options_of(const OpenArgs& a) {
   o.optimize.max_slowdown = a.max_slowdown;
   o.optimize.reserve = a.reserve;
   o.check = a.check;
+  o.refine_profile = a.refine_profile;
   o.eval_steps = a.eval_steps;
   o.pack.min_switch_multiple = a.min_pack;
   if (a.min_pack_ms) {
@@ -607,9 +609,9 @@ NB_MODULE(_emo, m) {
           "__init__",
           [](PySession* self, std::vector<std::string> traces, std::optional<int64_t> step, std::string device,
              std::string profile_on, std::string profiled_dir, std::string policy_file, double max_slowdown,
-             double reserve, bool check, int eval_steps, bool split_collectives, bool cpu_ops_as_kernels, double min_pack,
-             std::optional<double> min_pack_ms, double critical_slack_us, int profile_clocks, bool per_kernel,
-             bool deprofile, nb::object progress) {
+             double reserve, bool check, bool refine_profile, int eval_steps, bool split_collectives,
+             bool cpu_ops_as_kernels, double min_pack, std::optional<double> min_pack_ms, double critical_slack_us,
+             int profile_clocks, bool per_kernel, bool deprofile, nb::object progress) {
             OpenArgs a;
             a.traces = std::move(traces);
             a.step = step;
@@ -620,6 +622,7 @@ NB_MODULE(_emo, m) {
             a.max_slowdown = max_slowdown;
             a.reserve = reserve;
             a.check = check;
+            a.refine_profile = refine_profile;
             a.eval_steps = eval_steps;
             a.split_collectives = split_collectives;
             a.cpu_ops_as_kernels = cpu_ops_as_kernels;
@@ -634,7 +637,7 @@ NB_MODULE(_emo, m) {
           },
           "traces"_a, nb::kw_only(), "step"_a = nb::none(), "device"_a = "h100", "profile_on"_a = "",
           "profiled_dir"_a = "", "policy_file"_a = "", "max_slowdown"_a = 0.05, "reserve"_a = 0.1, "check"_a = true,
-          "eval_steps"_a = 12, "split_collectives"_a = true, "cpu_ops_as_kernels"_a = false,
+          "refine_profile"_a = true, "eval_steps"_a = 12, "split_collectives"_a = true, "cpu_ops_as_kernels"_a = false,
           "min_pack"_a = 1.0, "min_pack_ms"_a = nb::none(),
           "critical_slack_us"_a = 50.0, "profile_clocks"_a = 4, "per_kernel"_a = false, "deprofile"_a = false,
           "progress"_a = nb::none())
@@ -743,7 +746,8 @@ NB_MODULE(_emo, m) {
   m.def(
       "run",
       [](std::vector<std::string> traces, std::string device, double max_slowdown, double reserve,
-         std::string out_dir, std::string profiled_dir, int eval_steps, bool check, bool accept_doubt, nb::object progress) {
+         std::string out_dir, std::string profiled_dir, int eval_steps, bool check, bool refine_profile, bool accept_doubt,
+         nb::object progress) {
         auto p = std::make_shared<Progress>();
         p->fn = std::move(progress);
         emo::report::RunOptions o;
@@ -755,6 +759,7 @@ NB_MODULE(_emo, m) {
         o.profiled_dir = std::move(profiled_dir);
         o.eval_steps = eval_steps;
         o.check = check;
+        o.refine_profile = refine_profile;
         o.accept_doubt = accept_doubt;
         o.progress = hook(p);
         std::optional<emo::Result<emo::report::RunResult>> r;
@@ -769,7 +774,7 @@ NB_MODULE(_emo, m) {
       },
       "traces"_a, nb::kw_only(), "device"_a = "h100", "max_slowdown"_a = 0.05, "reserve"_a = 0.1,
       "out_dir"_a = "emo-report", "profiled_dir"_a = "", "eval_steps"_a = 12, "check"_a = true,
-      "accept_doubt"_a = false, "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
+      "refine_profile"_a = true, "accept_doubt"_a = false, "progress"_a = nb::none(), "`emo run`: (summary.json's document, the folder, its files)");
 
   m.attr("profiler_slowdown_doubt_pct") = emo::analysis::kProfilerSlowdownDoubtPct;
 

@@ -131,6 +131,20 @@ def test_run_writes_the_report_folder(cli, pp_traces, tmp_path):
     assert summary["policy"]["saving_pct"] > 0
 
 
+def test_refine_profile_is_the_cli_flag(cli, optimized, pp_traces):
+    # The pipeline step's first plan runs between the plan's clocks: by default that clock is profiled
+    # too (a fifth); refine_profile=False is --no-refine-profile, and its policy says where it rests.
+    _, _, refined = optimized
+    assert len(refined["profiled_clocks_mhz"]) == 5
+    assert not any("runs mostly at" in w for w in refined["warnings"])
+    doc = cli.json("optimize", *pp_traces, "--device", "h100", "--max-slowdown", "0.05", "--no-refine-profile")
+    policy = emo.optimize(pp_traces, device="h100", max_slowdown=0.05, refine_profile=False)
+    assert without_timings(policy.result) == without_timings(doc)
+    assert len(doc["profiled_clocks_mhz"]) == 4
+    assert set(refined["profiled_clocks_mhz"]) - set(doc["profiled_clocks_mhz"])
+    assert any("runs mostly at" in w and "without --no-refine-profile" in w for w in policy.warnings)
+
+
 def test_a_step_missing_its_gpu_work_is_refused_as_the_cli_refuses_it(cli):
     # A HIP graph replay whose kernels the profiler mostly left out (tests/data/traces/README.md): its
     # hipStreamSynchronize blocks 29 ms after the last recorded kernel ended, 93 % of the step.

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 
 #include "emo/base/parallel.h"
 #include "internal.h"
@@ -103,6 +105,31 @@ void improve(Search& c) {
 }
 
 }  // namespace
+
+int clock_to_refine(const pack::Packing& packing, const Plan& plan, const std::vector<int>& profiled_mhz,
+                    double max_clock_mhz) {
+  std::vector<std::pair<int, int64_t>> weighted;  // (clock, busy ns) per pack
+  int64_t total = 0;
+  for (size_t k = 0; k < packing.packs.size() && k < plan.pack_clock_mhz.size(); ++k) {
+    if (packing.packs[k].busy_ns <= 0) continue;
+    weighted.emplace_back(plan.pack_clock_mhz[k], packing.packs[k].busy_ns);
+    total += packing.packs[k].busy_ns;
+  }
+  if (total <= 0 || profiled_mhz.empty()) return 0;
+  std::sort(weighted.begin(), weighted.end());
+  int median = 0;
+  int64_t acc = 0;
+  for (const auto& [clock, busy] : weighted) {
+    acc += busy;
+    if (2 * acc >= total) {
+      median = clock;
+      break;
+    }
+  }
+  int nearest = std::numeric_limits<int>::max();
+  for (int c : profiled_mhz) nearest = std::min(nearest, std::abs(c - median));
+  return median > 0 && double(nearest) > kRefineGapFrac * max_clock_mhz ? median : 0;
+}
 
 Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -51,6 +51,7 @@ session::Options session_options(const RunOptions& o) {
   so.optimize.max_slowdown = o.max_slowdown;
   so.optimize.reserve = o.reserve;
   so.check = o.check;
+  so.refine_profile = o.refine_profile;
   so.eval_steps = o.eval_steps;
   so.progress = o.progress;
   so.load.deprofile = o.deprofile;

@@ -163,6 +163,20 @@ std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& 
   std::vector<std::string> out = *step_warnings(s);  // the solution exists: so does the analysis
   if (auto m = s.models(); m.ok()) {
     for (auto& w : pack::fit_warnings(**s.packing(), **m)) out.push_back(std::move(w));
+    // Where the models could not be refined (recorded runs, or --no-refine-profile) and the policy mostly
+    // runs away from every profiled clock, its energy rests on the fitted curve between them.
+    if (!s.options().refine_profile || !s.options().profiled_dir.empty()) {
+      if (const int f = optimize::clock_to_refine(**s.packing(), c.solution.policy, (*m)->clocks_mhz,
+                                                  s.profile().max_clock_mhz());
+          f > 0) {
+        out.push_back(fmt::format(
+            "the policy runs mostly at {} MHz, more than {:g} % of f_max from every profiled clock: its energy rests "
+            "on the models between them; {} (docs/profiling.md, \"Profiling where the plan runs\")",
+            f, 100 * optimize::kRefineGapFrac,
+            s.options().profiled_dir.empty() ? fmt::format("without --no-refine-profile, {} MHz is profiled too", f)
+                                             : fmt::format("record one more run at {} MHz", f)));
+      }
+    }
   }
   if (s.checks()) {
     for (auto& w : optimize::check_warnings(c)) out.push_back(std::move(w));

@@ -179,6 +179,28 @@ Result<const pack::PackModels*> Session::models() {
       m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());
       if (!m) return m.error();
     }
+    // Where the plan runs away from every profiled clock, the fitted curve between them decides its
+    // energy: profile the clock it mostly runs at and fit again. A first solve finds it (a whole one: the
+    // DP's plan before the polishing searches mostly runs elsewhere, docs/profiling.md).
+    if (s_->o.refine_profile && s_->o.profiled_dir.empty()) {
+      optimize::Problem pr;
+      pr.workload = &*s_->workload;
+      pr.packing = &*s_->packing;
+      pr.models = &*m;
+      pr.default_clock_mhz = default_clock_mhz();
+      auto first = optimize::optimize(pr, s_->o.optimize);
+      const int refine = first ? optimize::clock_to_refine(*s_->packing, first->policy, m->clocks_mhz,
+                                                           profile().max_clock_mhz())
+                               : 0;
+      if (refine > 0) {
+        say(fmt::format("the first plan runs mostly at {} MHz, between the profiled clocks: profiling it too", refine));
+        auto more = backends::profile_plan(bench(), *s_->workload, *s_->packing, {refine});
+        if (!more) return more.error();
+        for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
+        m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());
+        if (!m) return m.error();
+      }
+    }
     s_->models = std::move(*m);
   }
   return &*s_->models;

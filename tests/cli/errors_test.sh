@@ -163,6 +163,22 @@ t0="$tmp/tdp/train-dp_rank0.json"
 expect 1 "optimize NaN slowdown" -- "$emo" optimize "$t0" --max-slowdown nan -o "$tmp/nan.json"
 says "optimize NaN slowdown" "^error: --max-slowdown"
 [ -e "$tmp/nan.json" ] && { echo "FAIL: a policy was written for a NaN target"; fails=$((fails + 1)); }
+# Profiling where the plan runs (docs/profiling.md): the dataloader step's first plan runs at 1410 MHz,
+# between the plan's 1320 and 1785, so emo profile writes that clock too. Without it in the folder, or
+# with --no-refine-profile, the policy's energy rests on the curve between clocks: a warning names the
+# clock to record (or the flag to drop); with it, no such warning.
+"$emo" synth dataloader --ranks 2 -o "$tmp/dl" >/dev/null
+"$emo" profile "$tmp/dl" -o "$tmp/dlprof" >"$tmp/out" 2>&1 || { echo "FAIL: profile dataloader"; fails=$((fails + 1)); }
+grep -q "^profiling runs at 1980,1785,1[3-9][0-9][0-9],1320,990 MHz" "$tmp/out" \
+  || { echo "FAIL: profile: no clock where the plan runs"; sed 's/^/  | /' "$tmp/out" | head -3; fails=$((fails + 1)); }
+expect 0 "optimize --profiled with the plan's clock" -- "$emo" optimize "$tmp/dl" --profiled "$tmp/dlprof" -o "$tmp/rp.json"
+grep -q "runs mostly at" "$tmp/err" && { echo "FAIL: refined runs still warned"; fails=$((fails + 1)); }
+refined=$(ls "$tmp/dlprof" | grep -v -e '^1980mhz$' -e '^1785mhz$' -e '^1320mhz$' -e '^990mhz$')
+rm -rf "$tmp/dlprof/$refined"
+expect 0 "optimize --profiled without it" -- "$emo" optimize "$tmp/dl" --profiled "$tmp/dlprof" -o "$tmp/rp.json"
+says "optimize --profiled without it" "^warning: the policy runs mostly at ${refined%mhz} MHz.*record one more run at ${refined%mhz} MHz"
+expect 0 "optimize --no-refine-profile" -- "$emo" optimize "$tmp/dl" --no-refine-profile -o "$tmp/rp.json"
+says "optimize --no-refine-profile" "^warning: the policy runs mostly at .*without --no-refine-profile"
 expect 1 "run NaN slowdown" -- "$emo" run "$t0" --max-slowdown nan -o "$tmp/nanrun"
 says "run NaN slowdown" "^error: --max-slowdown"
 for bad in "--min-pack nan" "--min-pack 1e308" "--min-pack-ms -1" "--min-pack-ms inf" "--critical-slack-us nan" \

@@ -324,6 +324,39 @@ TEST(Optimize, ShortPacksPayForSwitchesNoLongerThanThemselves) {
   EXPECT_GT(b.time_ns, a.time_ns);  // (the low packs do run slower)
 }
 
+// The clock to profile after the first plan (--refine-profile): the median of the plan's pack clocks
+// weighted by busy time (idle packs weigh nothing), and only where it lies more than 3 % of f_max from
+// every profiled clock.
+TEST(Optimize, ClockToRefineIsTheBusyWeightedMedianAwayFromTheProfiledClocks) {
+  pack::Packing p;
+  auto pk = [](int64_t busy) {
+    pack::Pack k;
+    k.busy_ns = busy;
+    return k;
+  };
+  p.packs = {pk(100), pk(300), pk(0), pk(250), pk(100)};
+  Plan plan;
+  // Busy-weighted: 1100 MHz holds 100 of 750 ns, 1300 MHz 550; the median (375 ns) falls in 1300. The
+  // idle pack's 500 MHz weighs nothing.
+  plan.pack_clock_mhz = {1100, 1300, 500, 1300, 1500};
+  const std::vector<int> profiled = {990, 1485, 1980};
+  EXPECT_EQ(clock_to_refine(p, plan, profiled, 1980), 1300);
+  // 1300 is 185 MHz from 1485: more than 3 % of 1980 (59.4 MHz). A profiled clock 50 MHz away is near
+  // enough; 60 MHz away is not.
+  EXPECT_EQ(clock_to_refine(p, plan, {990, 1250, 1980}, 1980), 0);
+  EXPECT_EQ(clock_to_refine(p, plan, {990, 1240, 1980}, 1980), 1300);
+  // One long pack at 1100 MHz (700 of 1350 ns) moves the median there, though most packs run at 1300.
+  p.packs[0].busy_ns = 700;
+  EXPECT_EQ(clock_to_refine(p, plan, profiled, 1980), 1100);
+  // Nothing busy, nothing profiled, or a plan shorter than the packing: no refinement, no overrun.
+  for (auto& k : p.packs) k.busy_ns = 0;
+  EXPECT_EQ(clock_to_refine(p, plan, profiled, 1980), 0);
+  p.packs[1].busy_ns = 10;
+  EXPECT_EQ(clock_to_refine(p, plan, {}, 1980), 0);
+  plan.pack_clock_mhz.resize(1);
+  EXPECT_EQ(clock_to_refine(p, plan, profiled, 1980), 0);  // pack 1 is not in the plan
+}
+
 TEST(Optimize, ImpossibleSlowdownIsAnError) {
   auto s = setup(1, 3, 3);
   OptimizeOptions o;

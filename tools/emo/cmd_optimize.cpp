@@ -21,6 +21,7 @@ struct OptimizeArgs {
   double reserve = 0.1;
   bool no_check = false;
   bool accept_doubt = false;
+  bool no_refine_profile = false;
 };
 
 }  // namespace
@@ -46,6 +47,7 @@ void add_optimize(CLI::App& root, Action& action) {
                 "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
                 "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
                 "half the reserve; never done with --profiled)");
+  add_no_refine_profile_flag(sub, a->no_refine_profile);
   sub->add_flag("--accept-doubt", a->accept_doubt,
                 fmt::format("optimize a step whose replay is more than {:g} % off the trace (docs/replay.md) "
                             "instead of stopping",
@@ -65,6 +67,7 @@ void add_optimize(CLI::App& root, Action& action) {
       o->optimize.max_slowdown = a->max_slowdown;
       o->optimize.reserve = a->reserve;
       o->check = !a->no_check;
+      o->refine_profile = !a->no_refine_profile;
       auto s = session::Session::open(std::move(*o));
       if (!s.ok()) return fail(s.error());
       if (!a->accept_doubt) {

@@ -20,6 +20,7 @@ struct RunArgs {
   report::RunOptions options;
   std::string json_out;
   bool no_check = false;
+  bool no_refine_profile = false;
 };
 }  // namespace
 
@@ -51,6 +52,7 @@ void add_run(CLI::App& root, Action& action) {
                 "hand out the optimizer's policy without first running it for a few steps on the emulated GPU "
                 "that profiled it (the check lowers the plan target when the measured slowdown eats more than "
                 "half the reserve; never done with --profiled)");
+  add_no_refine_profile_flag(sub, a->no_refine_profile);
   sub->add_flag("--accept-doubt", a->options.accept_doubt,
                 fmt::format("optimize a step whose replay is more than {:g} % off the trace (docs/replay.md) "
                             "instead of stopping",
@@ -65,6 +67,7 @@ void add_run(CLI::App& root, Action& action) {
     action = [a] {
       report::RunOptions o = a->options;
       o.check = !a->no_check;
+      o.refine_profile = !a->no_refine_profile;
       if (::isatty(2)) o.progress = [](const std::string& line) { std::fprintf(stderr, "emo run: %s\n", line.c_str()); };
       if (auto rc = serve_if_worker(o.traces, report::session_options(o).load)) return *rc;
       std::vector<std::string> inputs = o.traces;

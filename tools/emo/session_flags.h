@@ -33,6 +33,9 @@ struct PackFlags {
 // --deprofile on `sub`, into `into` (LoadOptions::deprofile).
 void add_deprofile_flag(CLI::App* sub, bool& into);
 
+// --no-refine-profile on `sub`, into `into` (session::Options::refine_profile, negated).
+void add_no_refine_profile_flag(CLI::App* sub, bool& into);
+
 // Renders `view` into `path` ('-' = stdout), replacing the file only once it is complete.
 Status write_view(session::Session& s, const report::View& view, const std::string& path);
 // Renders `view` to stdout.

@@ -91,6 +91,17 @@ Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::strin
 // Errors: max_slowdown < 0, reserve outside [0, 1), a problem without packs, or no plan (not even the default) meeting the target.
 Result<Solution> optimize(const Problem& problem, const OptimizeOptions& options);
 
+// The models are fitted from a few uniform clocks; between them, the static and dynamic power, the
+// voltage knee and floor that fit those runs may still be off where a plan runs. Where the plan's packs
+// mostly run (the median clock over its packs, weighted by their busy time) lies more than this share
+// of f_max from every profiled clock, one more profiling run there pins the curve where it is used
+// (docs/profiling.md, "Profiling where the plan runs").
+inline constexpr double kRefineGapFrac = 0.03;
+// That clock, or 0 where it lies within kRefineGapFrac·max_clock_mhz of a profiled clock (or the plan
+// has no packs with busy time).
+int clock_to_refine(const pack::Packing& packing, const Plan& plan, const std::vector<int>& profiled_mhz,
+                    double max_clock_mhz);
+
 // The DP alone on abstract packs (for the benchmark and the oracle tests): per pack, options of
 // (budget cost ns, energy J); returns the chosen option per pack minimizing energy with Σ cost ≤ budget.
 struct Option {

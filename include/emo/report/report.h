@@ -38,6 +38,7 @@ struct RunOptions {
   int eval_steps = 12;              // steps per plan on the emulated GPU (the first is a warm-up)
   bool check = true;                // run the policy on the profiling GPU before handing it out
                                     // (optimize::optimize_checked); not with profiled_dir
+  bool refine_profile = true;       // session::Options::refine_profile
   bool accept_doubt = false;        // go on past refuse_doubtful_step (views.h)
   bool deprofile = false;           // LoadOptions::deprofile: the step without the profiler's host cost
   synth::Options example = example_options();
