@@ -9,7 +9,7 @@ predicted / measured − 1. The table gives, per input and device, the largest |
 default clock, the policy and the baselines (the worst of the three), and the plan and seed where it is.
 
 usage: scripts/prediction_fidelity.py [--emo build/tools/emo/emo] [--shared ../shared] [--devices h100]
-       [--seeds 1,2,3,4,5] [--profile-clocks N] [--refine-profile] [--csv FILE] [--no-real] [--no-synth] [--only TEXT] [--limit PCT]
+       [--seeds 1,2,3,4,5] [--profile-clocks N] [--no-refine-profile] [--csv FILE] [--no-real] [--no-synth] [--only TEXT] [--limit PCT]
 Exit status 1 when any |error| is over --limit (default 3 %), so that it can gate a change.
 """
 import argparse
@@ -74,8 +74,8 @@ def main():
     ap.add_argument("--seeds", default="1,2,3,4,5", help="emulated GPUs (seeds), comma-separated")
     ap.add_argument("--max-slowdown", type=float, default=0.05)
     ap.add_argument("--profile-clocks", type=int, help="clocks in the profiling plan (emo's default: 4)")
-    ap.add_argument("--refine-profile", action="store_true",
-                    help="pass --refine-profile to `emo optimize` (one more run where the first plan runs)")
+    ap.add_argument("--no-refine-profile", action="store_true",
+                    help="pass --no-refine-profile to `emo optimize` (no extra run where the first plan runs)")
     ap.add_argument("--csv", help="also write one row per input, device, seed and plan to FILE")
     ap.add_argument("--no-real", action="store_true", help="leave out ../shared's traces")
     ap.add_argument("--no-synth", action="store_true", help="leave out the synthetic families")
@@ -119,8 +119,8 @@ def main():
             per_plan, worst, why = {}, (0.0, "", 0), None
             for seed in seeds:
                 extra = ["--profile-clocks", str(a.profile_clocks)] if a.profile_clocks else []
-                if a.refine_profile:
-                    extra.append("--refine-profile")
+                if a.no_refine_profile:
+                    extra.append("--no-refine-profile")
                 rows, err = measure(a.emo, tmp, files, dev, seed, a.max_slowdown, extra)
                 if rows is None:
                     why = err

@@ -158,7 +158,22 @@ double PackModels::voltage_rel(graph::RankIndex rank, double f) const {
   return floor + (1.0 - floor) * std::min(1.0, (f - knee) / (fmax - knee));
 }
 
+double GpuCorrection::residual_at(double f) const {
+  if (residual.empty()) return 1.0;
+  if (f <= residual.front().first) return residual.front().second;
+  if (f >= residual.back().first) return residual.back().second;
+  const auto hi = std::lower_bound(residual.begin(), residual.end(), f,
+                                   [](const std::pair<double, double>& r, double x) { return r.first < x; });
+  const auto lo = hi - 1;
+  const double t = (f - lo->first) / (hi->first - lo->first);
+  return lo->second + t * (hi->second - lo->second);
+}
+
 double PackModels::busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double f) const {
+  return gpus[gpu.index()].residual_at(f) * fitted_busy_power_w(sig, gpu, f);
+}
+
+double PackModels::fitted_busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double f) const {
   const SignatureModel& s = signatures[sig.index()];
   const GpuCorrection& c = gpus[gpu.index()];
   if (s.unit.throttle_mhz > 0 && s.fitted) {
@@ -191,7 +206,8 @@ double PackModels::idle_power_w(graph::RankIndex gpu, double f) const {
   // Idle: static power plus a little clocked power (the clock tree), scaled like the busy static part.
   const double v = voltage_rel(gpu, f);
   const double idle = profile.idle_power_w.value * (0.85 + 0.15 * v * v * f / profile.max_clock_mhz());
-  return gpus[gpu.index()].static_scale * idle;
+  const GpuCorrection& c = gpus[gpu.index()];
+  return c.residual_at(f) * c.static_scale * idle;
 }
 
 double PackModels::overlap_ns(const Overlap& o, double f) const {
@@ -345,7 +361,7 @@ double overlap_saving_j(const Packing& p, const PackModels& m, uint32_t first, u
   const graph::RankIndex gpu = p.atoms[first].rank;
   const GpuCorrection& gc = m.gpus[gpu.index()];
   return (1 - gc.concurrent_share) * sp.w_s *
-         std::max(0.0, m.busy_power_w(sp.lesser, gpu, f) - gc.static_scale * sp.parts.stat);
+         std::max(0.0, m.busy_power_w(sp.lesser, gpu, f) - gc.residual_at(f) * gc.static_scale * sp.parts.stat);
 }
 
 // The same over the overlaps pack k owns (its atoms' with later ones), at their measured time at f.
@@ -861,6 +877,16 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
       c.measured_j.push_back(parts[i].E);
       c.predicted_j.push_back(best.a * best.x[i] + best.b * best.d[i] + best.c * best.fixed[i]);
     }
+    // Anchor the powers at the profiled clocks: one ratio per clock (the mean where a clock was run
+    // twice), within [0.5, 2] (a fit farther off than that is warned about, not trusted to be bent).
+    std::map<int, std::pair<double, int>> by_clock;
+    for (size_t i = 0; i < c.runs(); ++i) {
+      if (!(c.measured_j[i] > 0 && c.predicted_j[i] > 0)) continue;
+      auto& [sum, n] = by_clock[c.clocks_mhz[i]];
+      sum += std::clamp(c.measured_j[i] / c.predicted_j[i], 0.5, 2.0);
+      ++n;
+    }
+    for (const auto& [clock, sn] : by_clock) c.residual.emplace_back(double(clock), sn.first / sn.second);
   }
   return m;
 }

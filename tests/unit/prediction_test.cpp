@@ -161,7 +161,9 @@ TEST(Prediction, KernelsThatRunAtOnceShareTheGpusPower) {
   EXPECT_EQ(gaps[0].plan, "default");
   std::printf("default clocks: %+.2f %% (summed: %+.2f %%)\n", 100 * gaps[0].gap(), 100 * summed_gaps[0].gap());
   EXPECT_LT(std::abs(gaps[0].gap()), 0.015);
-  EXPECT_GT(std::abs(summed_gaps[0].gap()), 0.03);
+  // The default clocks are a profiled clock: anchored there (GpuCorrection::residual), even the summed
+  // fit prices them at what their run measured; its own gap (+5 % above) is what sharing the power fixes.
+  EXPECT_LT(std::abs(summed_gaps[0].gap()), 0.015);
   expect_within(gaps, 0.03, "sampled_rank-1");
 }
 
@@ -211,47 +213,62 @@ TEST(Prediction, MemoryBoundSignaturesAreNotTakenForThrottled) {
   }
 }
 
+// `emo optimize --device DEV --profile-on GPU` then `emo evaluate` through the session (with or without
+// --no-refine-profile): the largest |predicted / measured − 1| over the plans, and the profiled clocks.
+double worst_session_gap(const std::vector<std::string>& files, const std::string& device, const std::string& gpu,
+                         bool refine, size_t* clocks) {
+  session::Options o;
+  o.traces = files;
+  o.device = device;
+  o.profile_on = gpu;
+  o.optimize.max_slowdown = 0.05;
+  o.refine_profile = refine;
+  auto s = session::Session::open(std::move(o));
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  if (!s.ok()) return 1.0;
+  auto m = s->models();
+  EXPECT_TRUE(m.ok());
+  if (!m.ok()) return 1.0;
+  *clocks = (*m)->clocks_mhz.size();
+  auto ev = s->evaluation();
+  EXPECT_TRUE(ev.ok()) << (ev.ok() ? "" : ev.error().message());
+  if (!ev.ok()) return 1.0;
+  double w = 0;
+  size_t predicted = 0;
+  for (const session::EvaluatedPlan& e : **ev) {
+    if (!e.predicted) continue;
+    ++predicted;
+    const double gap = e.predicted_energy_j / e.measured.energy_j - 1;
+    std::printf("%s on %s, refine %d: %-12s predicted %9.3f J, measured %9.3f J: %+.2f %%\n", device.c_str(),
+                gpu.c_str(), int(refine), e.name.c_str(), e.predicted_energy_j, e.measured.energy_j, 100 * gap);
+    w = std::max(w, std::abs(gap));
+  }
+  EXPECT_GE(predicted, 5u) << "default, policy and three baselines";
+  return w;
+}
+
 // sampled_rank-1 on emulated H200 GPU 4: the plans run at 1.2-1.3 GHz, between the profiled clocks,
 // where this GPU's static power (rising with the voltage) leaves the fitted curve 4 % under the measured
 // energy. With --refine-profile the session solves once, profiles the clock the plan mostly runs at and
 // fits again: every plan's prediction holds to 3 % (docs/profiling.md, "Profiling where the plan runs").
 TEST(Prediction, ProfilingWhereThePlanRunsPinsItsEnergy) {
   EMO_REQUIRE_SHARED(p, "traces/hta/tests/data/trace_filter/sampled_rank-1.json.gz");
-  auto worst = [&](bool refine, size_t* clocks) {
-    session::Options o;
-    o.traces = {p};
-    o.device = "h200";
-    o.profile_on = "emulated:h200@4";
-    o.optimize.max_slowdown = 0.05;
-    o.refine_profile = refine;
-    auto s = session::Session::open(std::move(o));
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
-    if (!s.ok()) return 1.0;
-    auto m = s->models();
-    EXPECT_TRUE(m.ok());
-    if (!m.ok()) return 1.0;
-    *clocks = (*m)->clocks_mhz.size();
-    auto ev = s->evaluation();
-    EXPECT_TRUE(ev.ok()) << (ev.ok() ? "" : ev.error().message());
-    if (!ev.ok()) return 1.0;
-    double w = 0;
-    size_t predicted = 0;
-    for (const session::EvaluatedPlan& e : **ev) {
-      if (!e.predicted) continue;
-      ++predicted;
-      const double gap = e.predicted_energy_j / e.measured.energy_j - 1;
-      std::printf("refine %d %-12s predicted %9.3f J, measured %9.3f J: %+.2f %%\n", int(refine), e.name.c_str(),
-                  e.predicted_energy_j, e.measured.energy_j, 100 * gap);
-      w = std::max(w, std::abs(gap));
-    }
-    EXPECT_GE(predicted, 5u) << "default, policy and three baselines";
-    return w;
-  };
   size_t plain_clocks = 0, refined_clocks = 0;
-  const double plain = worst(false, &plain_clocks), refined = worst(true, &refined_clocks);
+  const double plain = worst_session_gap({p}, "h200", "emulated:h200@4", false, &plain_clocks);
+  const double refined = worst_session_gap({p}, "h200", "emulated:h200@4", true, &refined_clocks);
   EXPECT_EQ(refined_clocks, plain_clocks + 1) << "one more profiled clock, where the first plan runs";
   EXPECT_LT(refined, 0.03);
   EXPECT_LT(refined, plain);
+}
+
+// The Kineto plugin's ResNet-50 on emulated A100 GPU 1: one scale per GPU cannot follow its kernels'
+// power split (the least-squares static scale is negative), and the common scale left the default
+// clock's step 4.4 % under its own profiled run — 4.6 % under the measured step. Anchored at the profiled
+// clocks (GpuCorrection::residual), every plan holds to 3 %.
+TEST(Prediction, AStepAtAProfiledClockIsPricedAtWhatItsRunMeasured) {
+  EMO_REQUIRE_SHARED(p, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
+  size_t clocks = 0;
+  EXPECT_LT(worst_session_gap({p}, "a100", "emulated:a100@1", true, &clocks), 0.03);
 }
 
 // The check measures the default clocks and the plan it hands out: past kEnergyDoubtPct between the

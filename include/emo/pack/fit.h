@@ -89,6 +89,13 @@ struct GpuCorrection {
   std::vector<int> clocks_mhz;
   std::vector<double> measured_j, predicted_j;
 
+  // What the scales could not absorb: measured / fitted step energy at each profiled clock, ascending
+  // by clock ({clock MHz, ratio}). PackModels' busy and idle powers at f are multiplied by it (linear
+  // between the clocks, the nearest one's outside them), so a plan that runs every pack at a profiled
+  // clock is priced at what its run measured (docs/models.md, "Anchored at the profiled clocks").
+  std::vector<std::pair<double, double>> residual;
+  double residual_at(double clock_mhz) const;
+
   size_t runs() const { return std::min({clocks_mhz.size(), measured_j.size(), predicted_j.size()}); }
   // Run i's fitted step energy against its measured one, predicted / measured − 1 in %; 0 where nothing
   // was measured.
@@ -121,8 +128,10 @@ struct PackModels {
   double time_ratio(SignatureIndex sig, double clock_mhz) const;
   // The same for the op at `pos` within a member of the signature (falls back to time_ratio).
   double op_time_ratio(SignatureIndex sig, uint32_t pos, double clock_mhz) const;
-  // Busy power of the signature's work on a GPU at f (corrected).
+  // Busy power of the signature's work on a GPU at f (corrected, anchored: GpuCorrection::residual).
   double busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double clock_mhz) const;
+  // The same before the anchoring (what the fitted scales alone give).
+  double fitted_busy_power_w(SignatureIndex sig, graph::RankIndex gpu, double clock_mhz) const;
   double idle_power_w(graph::RankIndex gpu, double clock_mhz) const;
   // The GPU's V(f) relative to V(f_max): the profile's curve with the floor scaled by floor_scale.
   double voltage_rel(graph::RankIndex gpu, double clock_mhz) const;
