@@ -67,13 +67,17 @@ nlohmann::json check_json(const Checked& c) {
 }
 
 Result<Checked> optimize_checked(const Problem& pr, const OptimizeOptions& options,
-                                 const PlanMeter& meter, const CheckOptions& check) {
+                                 const PlanMeter& meter, const CheckOptions& check, const Solution* solved) {
   if (check.steps < 2) return make_error("check", "at least 2 steps per check run are needed (the first is a warm-up)");
   if (check.max_steps < check.steps) return make_error("check", "max_steps must be at least steps");
   Checked out;
-  auto sol = optimize(pr, options);
-  if (!sol) return sol.error();
-  out.solution = std::move(*sol);
+  if (solved) {
+    out.solution = *solved;
+  } else {
+    auto sol = optimize(pr, options);
+    if (!sol) return sol.error();
+    out.solution = std::move(*sol);
+  }
   const double delta = options.max_slowdown;
   if (delta <= 0) return out;  // the default clocks: nothing to check
   auto pf = applied_policy(pr, out.solution, delta);

@@ -24,6 +24,9 @@ struct Session::State {
   std::optional<pack::PackModels> models;
   std::optional<optimize::Problem> problem;
   std::optional<optimize::Checked> solution;
+  // The solve that chose no clock to refine (Options::refine_profile): the models it ran on are the
+  // final ones, so solution() checks it instead of solving again.
+  std::optional<optimize::Solution> first_solve;
   std::optional<optimize::PolicyFile> policy;
   std::optional<std::vector<EvaluatedPlan>> evaluation;
   std::optional<backends::EmulatedMeter> meter;
@@ -199,6 +202,8 @@ Result<const pack::PackModels*> Session::models() {
         for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
         m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());
         if (!m) return m.error();
+      } else if (first) {
+        s_->first_solve = std::move(*first);
       }
     }
     s_->models = std::move(*m);
@@ -232,14 +237,18 @@ Result<const optimize::Checked*> Session::solution() {
         if (!m) return m.error();
         s_->meter.emplace(std::move(*m));
       }
-      auto c = optimize::optimize_checked(**pr, s_->o.optimize, *s_->meter, s_->o.check_options);
+      auto c = optimize::optimize_checked(**pr, s_->o.optimize, *s_->meter, s_->o.check_options,
+                                          s_->first_solve ? &*s_->first_solve : nullptr);
       if (!c) return c.error();
       s_->solution = std::move(*c);
+    } else if (s_->first_solve) {
+      s_->solution = optimize::Checked{std::move(*s_->first_solve), {}, false};
     } else {
       auto sol = optimize::optimize(**pr, s_->o.optimize);
       if (!sol) return sol.error();
       s_->solution = optimize::Checked{std::move(*sol), {}, false};
     }
+    s_->first_solve.reset();
   }
   return &*s_->solution;
 }

@@ -104,8 +104,10 @@ std::vector<std::string> check_warnings(const Checked& c);
 //  "predicted_energy_j", "measured_energy_j"}...], "fell_back": bool,
 //  "default": {"predicted_energy_j", "measured_energy_j"}, "energy_gap_pct"}
 nlohmann::json check_json(const Checked& c);
-// Optimizes, then checks the policy on `meter` as above.
+// Optimizes, then checks the policy on `meter` as above. `solved`: this problem's solution under these
+// options already found (the session's first solve where it profiled nothing more), checked instead of
+// solving again.
 Result<Checked> optimize_checked(const Problem& problem, const OptimizeOptions& options, const PlanMeter& meter,
-                                 const CheckOptions& check = {});
+                                 const CheckOptions& check = {}, const Solution* solved = nullptr);
 
 }  // namespace emo::optimize
