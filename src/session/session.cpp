@@ -37,6 +37,17 @@ struct Session::State {
 
 namespace {
 
+// The optimizer's problem over a step, its packing and these models.
+optimize::Problem problem_of(const analysis::Workload& w, const pack::Packing& p, const pack::PackModels& models,
+                             int default_clock_mhz) {
+  optimize::Problem pr;
+  pr.workload = &w;
+  pr.packing = &p;
+  pr.models = &models;
+  pr.default_clock_mhz = default_clock_mhz;
+  return pr;
+}
+
 // Adds the wall-clock time from construction to destruction to `ms[key]`.
 class StageTimer {
  public:
@@ -186,12 +197,7 @@ Result<const pack::PackModels*> Session::models() {
     // energy: profile the clock it mostly runs at and fit again. A first solve finds it (a whole one: the
     // DP's plan before the polishing searches mostly runs elsewhere, docs/profiling.md).
     if (s_->o.refine_profile && s_->o.profiled_dir.empty()) {
-      optimize::Problem pr;
-      pr.workload = &*s_->workload;
-      pr.packing = &*s_->packing;
-      pr.models = &*m;
-      pr.default_clock_mhz = default_clock_mhz();
-      auto first = optimize::optimize(pr, s_->o.optimize);
+      auto first = optimize::optimize(problem_of(*s_->workload, *s_->packing, *m, default_clock_mhz()), s_->o.optimize);
       const int refine = first ? optimize::clock_to_refine(*s_->packing, first->policy, m->clocks_mhz,
                                                            profile().max_clock_mhz())
                                : 0;
@@ -215,12 +221,7 @@ Result<const optimize::Problem*> Session::problem() {
   if (!s_->problem) {
     auto m = models();
     if (!m) return m.error();
-    optimize::Problem pr;
-    pr.workload = &*s_->workload;
-    pr.packing = &*s_->packing;
-    pr.models = *m;
-    pr.default_clock_mhz = default_clock_mhz();
-    s_->problem = pr;
+    s_->problem = problem_of(*s_->workload, *s_->packing, **m, default_clock_mhz());
   }
   return &*s_->problem;
 }
