@@ -391,7 +391,7 @@ def optimize(paths: Paths, device: str = "h100", max_slowdown: float = 0.05, *, 
     of `device` (or `profile_on`, or fit from runs recorded in `profiled_dir`), fit the models, solve for
     a clock per pack within `max_slowdown`, and (unless check=False) run the policy on the profiling
     device before handing it out. With `refine_profile` (the default; `--no-refine-profile` is False) a
-    clock where the first plan mostly runs, away from the profiled ones, is profiled too and the step
+    clock where the first plan (or a baseline) mostly runs, away from the profiled ones, is profiled too and the step
     solved again (docs/profiling.md, "Profiling where the plan runs"). A step too doubtful to optimize (most launches without GPU activity,
     a replay far from the trace, a step mostly blocked on GPU work the trace does not record) raises
     emo.InputError, as the CLI stops, unless `accept_doubt` (`--accept-doubt`)."""

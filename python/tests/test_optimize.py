@@ -132,10 +132,11 @@ def test_run_writes_the_report_folder(cli, pp_traces, tmp_path):
 
 
 def test_refine_profile_is_the_cli_flag(cli, optimized, pp_traces):
-    # The pipeline step's first plan runs between the plan's clocks: by default that clock is profiled
-    # too (a fifth); refine_profile=False is --no-refine-profile, and its policy says where it rests.
+    # The pipeline step's first policy and one of its baselines run between the plan's clocks: by default
+    # both clocks are profiled too (a fifth and a sixth); refine_profile=False is --no-refine-profile, and
+    # its policy says where it rests.
     _, _, refined = optimized
-    assert len(refined["profiled_clocks_mhz"]) == 5
+    assert len(refined["profiled_clocks_mhz"]) == 6
     assert not any("runs mostly at" in w for w in refined["warnings"])
     doc = cli.json("optimize", *pp_traces, "--device", "h100", "--max-slowdown", "0.05", "--no-refine-profile")
     policy = emo.optimize(pp_traces, device="h100", max_slowdown=0.05, refine_profile=False)

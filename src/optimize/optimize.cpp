@@ -131,6 +131,20 @@ int clock_to_refine(const pack::Packing& packing, const Plan& plan, const std::v
   return median > 0 && double(nearest) > kRefineGapFrac * max_clock_mhz ? median : 0;
 }
 
+std::vector<RefineClock> clocks_to_refine(const pack::Packing& packing, const Solution& solution,
+                                          std::vector<int> profiled_mhz, double max_clock_mhz) {
+  std::vector<RefineClock> out;
+  std::vector<std::pair<std::string, const Plan*>> plans{{"policy", &solution.policy}};
+  for (const Plan& b : solution.baselines) plans.emplace_back(b.name, &b);
+  for (const auto& [name, p] : plans) {
+    if (const int f = clock_to_refine(packing, *p, profiled_mhz, max_clock_mhz); f > 0) {
+      out.push_back({name, f});
+      profiled_mhz.push_back(f);
+    }
+  }
+  return out;
+}
+
 Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!(opt.max_slowdown >= 0)) return make_error("--max-slowdown", "must be a number >= 0");

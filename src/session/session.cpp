@@ -2,6 +2,7 @@
 #include "emo/session/session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <optional>
@@ -198,12 +199,17 @@ Result<const pack::PackModels*> Session::models() {
     // DP's plan before the polishing searches mostly runs elsewhere, docs/profiling.md).
     if (s_->o.refine_profile && s_->o.profiled_dir.empty()) {
       auto first = optimize::optimize(problem_of(*s_->workload, *s_->packing, *m, default_clock_mhz()), s_->o.optimize);
-      const int refine = first ? optimize::clock_to_refine(*s_->packing, first->policy, m->clocks_mhz,
-                                                           profile().max_clock_mhz())
-                               : 0;
-      if (refine > 0) {
-        say(fmt::format("the first plan runs mostly at {} MHz, between the profiled clocks: profiling it too", refine));
-        auto more = backends::profile_plan(bench(), *s_->workload, *s_->packing, {refine});
+      std::vector<int> refine;
+      if (first) {
+        for (const optimize::RefineClock& r :
+             optimize::clocks_to_refine(*s_->packing, *first, m->clocks_mhz, profile().max_clock_mhz())) {
+          refine.push_back(r.clock_mhz);
+        }
+      }
+      if (!refine.empty()) {
+        say(fmt::format("the first plans run mostly at {} MHz, between the profiled clocks: profiling {} too",
+                        fmt::join(refine, ", "), refine.size() == 1 ? "it" : "them"));
+        auto more = backends::profile_plan(bench(), *s_->workload, *s_->packing, refine);
         if (!more) return more.error();
         for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
         m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());

@@ -357,6 +357,37 @@ TEST(Optimize, ClockToRefineIsTheBusyWeightedMedianAwayFromTheProfiledClocks) {
   EXPECT_EQ(clock_to_refine(p, plan, profiled, 1980), 0);  // pack 1 is not in the plan
 }
 
+// Every plan the session prices — the policy, then each baseline — gets its clock profiled where it runs
+// away from the profiled clocks and from the clocks already chosen.
+TEST(Optimize, ClocksToRefineCoverThePolicyAndEachBaseline) {
+  pack::Packing p;
+  for (int64_t busy : {100, 300, 200}) {
+    pack::Pack k;
+    k.busy_ns = busy;
+    p.packs.push_back(k);
+  }
+  auto plan = [](std::string name, std::vector<int> clocks) {
+    Plan pl;
+    pl.name = std::move(name);
+    pl.pack_clock_mhz = std::move(clocks);
+    return pl;
+  };
+  Solution s;
+  s.policy = plan("policy", {1000, 1000, 1000});  // a profiled clock: nothing to add for it
+  s.baselines = {plan("static_clock", {1100, 1100, 1100}), plan("slack_only", {1300, 1300, 1120}),
+                 plan("per_phase", {1310, 1310, 1310})};
+  const std::vector<int> profiled = {990, 1485, 1980};
+  // static_clock's 1100 MHz; slack_only's median 1300 (300 of 600 ns, ascending 1120 then 1300); per_phase's
+  // 1310 is within 3 % of f_max (59.4 MHz) of 1300, chosen before it.
+  EXPECT_EQ(clocks_to_refine(p, s, profiled, 1980), (std::vector<RefineClock>{{"static_clock", 1100}, {"slack_only", 1300}}));
+  s.policy = plan("policy", {1200, 1200, 1200});  // the policy's comes first
+  EXPECT_EQ(clocks_to_refine(p, s, profiled, 1980),
+            (std::vector<RefineClock>{{"policy", 1200}, {"static_clock", 1100}, {"slack_only", 1300}}));
+  EXPECT_TRUE(clocks_to_refine(p, s, {1100, 1200, 1300}, 1980).empty());
+  s.baselines.clear();
+  EXPECT_EQ(clocks_to_refine(p, s, profiled, 1980), (std::vector<RefineClock>{{"policy", 1200}}));
+}
+
 TEST(Optimize, ImpossibleSlowdownIsAnError) {
   auto s = setup(1, 3, 3);
   OptimizeOptions o;

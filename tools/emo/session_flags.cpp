@@ -35,9 +35,9 @@ void add_deprofile_flag(CLI::App* sub, bool& into) {
 
 void add_no_refine_profile_flag(CLI::App* sub, bool& into) {
   sub->add_flag("--no-refine-profile", into,
-                "fit only from the profiling plan's clocks: by default, where the first plan mostly runs more than "
-                "3 % of f_max from every profiled clock, that clock is profiled too and the step solved again (one "
-                "more profiling run and one more solve; docs/profiling.md, \"Profiling where the plan runs\"); "
+                "fit only from the profiling plan's clocks: by default, where the first plan (or a baseline) mostly runs "
+                "more than 3 % of f_max from every profiled clock, that clock is profiled too and the step solved again "
+                "(one more profiling run per clock and one more solve; docs/profiling.md, \"Profiling where the plan runs\"); "
                 "with --profiled the runs cannot grow and a warning names the clock to record");
 }
 
