@@ -160,6 +160,15 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   dp_search(c, dur0, tl0);
   s.baselines = baselines(c);
   s.policy_from = seed_search(c, s.baselines);
+  if (opt.start_clocks.size() == c.P &&
+      std::all_of(opt.start_clocks.begin(), opt.start_clocks.end(), [&](int f) {
+        return std::find(x.clocks.begin(), x.clocks.end(), f) != x.clocks.end();
+      })) {
+    if (Plan start = c.replay(opt.start_clocks, "policy"); c.beats_best(start)) {
+      c.best = std::move(start);
+      s.policy_from = "first_solve";
+    }
+  }
   improve(c);
   s.policy = c.best;
   s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

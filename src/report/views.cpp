@@ -613,6 +613,11 @@ std::unique_ptr<View> optimize_text() {
     for (const auto& b : sol.baselines) row(b);
     out += margin_line(predicted_margin(sol), "predicted");
     if (sol.policy_from == "default" || sol.policy_from == "dp") return out;
+    if (sol.policy_from == "first_solve") {
+      out += "  (the search started from the first solve's policy, before the extra profiled clocks, which the refitted "
+             "models price below the DP's and the baselines')\n";
+      return out;
+    }
     bool as_is = false;
     for (const auto& b : sol.baselines) as_is |= b.name == sol.policy_from && b.pack_clock_mhz == sol.policy.pack_clock_mhz;
     if (!as_is) {

@@ -28,6 +28,9 @@ struct Session::State {
   // The solve that chose no clock to refine (Options::refine_profile): the models it ran on are the
   // final ones, so solution() checks it instead of solving again.
   std::optional<optimize::Solution> first_solve;
+  // Where it did refine: the first solve's policy, one more start for the second solve
+  // (OptimizeOptions::start_clocks).
+  std::vector<int> start_clocks;
   std::optional<optimize::PolicyFile> policy;
   std::optional<std::vector<EvaluatedPlan>> evaluation;
   std::optional<backends::EmulatedMeter> meter;
@@ -214,6 +217,7 @@ Result<const pack::PackModels*> Session::models() {
         for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
         m = pack::fit_pack_models(*s_->workload, *s_->packing, *s_->runs, profile());
         if (!m) return m.error();
+        s_->start_clocks = first->policy.pack_clock_mhz;
       } else if (first) {
         s_->first_solve = std::move(*first);
       }
@@ -238,20 +242,22 @@ Result<const optimize::Checked*> Session::solution() {
     if (!pr) return pr.error();
     say("optimizing the clock policy");
     StageTimer t(s_->stage_ms, "optimize");
+    optimize::OptimizeOptions oo = s_->o.optimize;
+    if (oo.start_clocks.empty()) oo.start_clocks = s_->start_clocks;
     if (checks()) {
       if (!s_->meter) {
         auto m = backends::EmulatedMeter::make(bench(), *s_->workload, default_clock_mhz());
         if (!m) return m.error();
         s_->meter.emplace(std::move(*m));
       }
-      auto c = optimize::optimize_checked(**pr, s_->o.optimize, *s_->meter, s_->o.check_options,
+      auto c = optimize::optimize_checked(**pr, oo, *s_->meter, s_->o.check_options,
                                           s_->first_solve ? &*s_->first_solve : nullptr);
       if (!c) return c.error();
       s_->solution = std::move(*c);
     } else if (s_->first_solve) {
       s_->solution = optimize::Checked{std::move(*s_->first_solve), {}, false};
     } else {
-      auto sol = optimize::optimize(**pr, s_->o.optimize);
+      auto sol = optimize::optimize(**pr, oo);
       if (!sol) return sol.error();
       s_->solution = optimize::Checked{std::move(*sol), {}, false};
     }

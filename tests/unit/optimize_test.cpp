@@ -177,6 +177,40 @@ TEST(Optimize, EveryPlanMeetsTheTargetInReplay) {
   }
 }
 
+// A start plan (the first solve's policy where the session refits and solves again) is taken where the
+// models price it below the DP's and the baselines', so the second solve is never worse than the first
+// under its own models; one outside the candidate clocks, or of another length, is not used.
+TEST(Optimize, AStartPlanIsUsedWhereItIsPricedLowest) {
+  auto s = setup(2, 8, 4);
+  Problem pr = s->problem();
+  OptimizeOptions full;
+  auto best = optimize(pr, full);
+  ASSERT_TRUE(best.ok());
+  OptimizeOptions weak;  // the DP and the baselines alone: no polishing search
+  weak.polish_replays = 0;
+  weak.block_replays = 0;
+  weak.kick_replays = 0;
+  auto plain = optimize(pr, weak);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_LT(best->policy.energy_j, plain->policy.energy_j * (1 - 1e-6)) << "the search must add something here";
+  weak.start_clocks = best->policy.pack_clock_mhz;
+  auto started = optimize(pr, weak);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->policy_from, "first_solve");
+  EXPECT_LE(started->policy.energy_j, best->policy.energy_j + 1e-9);
+  EXPECT_LE(started->policy.time_ns, started->plan_target_ns);
+  EXPECT_EQ(started->replays, plain->replays + 1);
+  for (std::vector<int> bad : {std::vector<int>(best->policy.pack_clock_mhz.size(), 1234),
+                               std::vector<int>(best->policy.pack_clock_mhz.size() + 1, 1980)}) {
+    weak.start_clocks = bad;
+    auto ignored = optimize(pr, weak);
+    ASSERT_TRUE(ignored.ok());
+    EXPECT_EQ(ignored->policy_from, plain->policy_from);
+    EXPECT_EQ(ignored->policy.pack_clock_mhz, plain->policy.pack_clock_mhz);
+    EXPECT_EQ(ignored->replays, plain->replays);
+  }
+}
+
 // Past shares_per_gpu_max GPUs the budget search gives a replica set one share: on 40 data-parallel
 // ranks (one set) it replays far fewer plans than GPU by GPU, and the policy is as good (the ranks differ
 // only by their recorded jitter).

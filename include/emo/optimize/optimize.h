@@ -72,6 +72,11 @@ struct OptimizeOptions {
   // not depend on either.
   int threads = 0;
   size_t parallel_min_points = 100000;
+  // A plan to start the search from beside the DP's and the baselines' (one clock per pack; empty: none):
+  // the first solve's policy where the session profiled more clocks and solves again, so that the second
+  // solve never hands out a plan its own models price above the first's. Used where the models price it
+  // lowest and it meets the target; clocks outside the candidates leave it unused.
+  std::vector<int> start_clocks;
 };
 
 struct Solution {
