@@ -107,10 +107,9 @@ inline constexpr double kRefineGapFrac = 0.03;
 int clock_to_refine(const pack::Packing& packing, const Plan& plan, const std::vector<int>& profiled_mhz,
                     double max_clock_mhz);
 // The clocks to profile for a solution: the policy's clock_to_refine, then each baseline's away from the
-// profiled clocks and from those already chosen. The baselines are priced too (the search starts from the
-// best of them, and the report compares against them), so their energy should not rest on the curve
-// between profiled clocks either.
-// Each as the plan it is for ("policy" or the baseline's name) and the clock.
+// profiled clocks and from those already chosen, each with the plan it is for ("policy" or the baseline's
+// name). The baselines are priced too (the search starts from the best of them, and the report compares
+// against them), so their energy should not rest on the curve between profiled clocks either.
 struct RefineClock {
   std::string plan;
   int clock_mhz = 0;
