@@ -3,7 +3,6 @@
 #include "emo/report/views.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -164,26 +163,19 @@ std::vector<std::string> check_warnings_of(Session& s, const optimize::Checked& 
   std::vector<std::string> out = *step_warnings(s);  // the solution exists: so does the analysis
   if (auto m = s.models(); m.ok()) {
     for (auto& w : pack::fit_warnings(**s.packing(), **m)) out.push_back(std::move(w));
-    // Where the models could not be refined (recorded runs, or --no-refine-profile) and the policy or a
-    // baseline mostly runs away from every profiled clock, its energy rests on the fitted curve between them.
+    // Where the models could not be refined (recorded runs, or --no-refine-profile) and the policy mostly
+    // runs away from every profiled clock, its energy rests on the fitted curve between them. Only the
+    // policy's: the baselines' clocks move with every refit, and a warning would chase them.
     if (!s.options().refine_profile || !s.options().profiled_dir.empty()) {
-      const auto refine = optimize::clocks_to_refine(**s.packing(), c.solution, (*m)->clocks_mhz,
-                                                     s.profile().max_clock_mhz());
-      if (!refine.empty()) {
-        std::vector<std::string> where, clocks;
-        for (const optimize::RefineClock& r : refine) {
-          where.push_back(fmt::format("{} {} mostly at {} MHz", r.plan == "policy" ? "the policy" : r.plan,
-                                      r.plan == "policy" ? "runs" : "(a baseline) runs", r.clock_mhz));
-          clocks.push_back(std::to_string(r.clock_mhz));
-        }
-        const std::string list = fmt::format("{}", fmt::join(clocks, ", "));
+      if (const int f = optimize::clock_to_refine(**s.packing(), c.solution.policy, (*m)->clocks_mhz,
+                                                  s.profile().max_clock_mhz());
+          f > 0) {
         out.push_back(fmt::format(
-            "{}, more than {:g} % of f_max from every profiled clock: {} energy rests on the models between them; "
-            "{} (docs/profiling.md, \"Profiling where the plan runs\")",
-            fmt::join(where, "; "), 100 * optimize::kRefineGapFrac, refine.size() == 1 ? "its" : "their",
-            s.options().profiled_dir.empty() ? fmt::format("without --no-refine-profile, {} MHz {} profiled too", list,
-                                                           refine.size() == 1 ? "is" : "are")
-                                             : fmt::format("record one more run at {}{} MHz", refine.size() == 1 ? "" : "each of ", list)));
+            "the policy runs mostly at {} MHz, more than {:g} % of f_max from every profiled clock: its energy rests "
+            "on the models between them; {} (docs/profiling.md, \"Profiling where the plan runs\")",
+            f, 100 * optimize::kRefineGapFrac,
+            s.options().profiled_dir.empty() ? fmt::format("without --no-refine-profile, {} MHz is profiled too", f)
+                                             : fmt::format("record one more run at {} MHz", f)));
       }
     }
   }

@@ -203,15 +203,17 @@ Result<const pack::PackModels*> Session::models() {
     if (s_->o.refine_profile && s_->o.profiled_dir.empty()) {
       auto first = optimize::optimize(problem_of(*s_->workload, *s_->packing, *m, default_clock_mhz()), s_->o.optimize);
       std::vector<int> refine;
+      std::vector<std::string> where;
       if (first) {
         for (const optimize::RefineClock& r :
              optimize::clocks_to_refine(*s_->packing, *first, m->clocks_mhz, profile().max_clock_mhz())) {
           refine.push_back(r.clock_mhz);
+          where.push_back(fmt::format("{} MHz ({})", r.clock_mhz, r.plan));
         }
       }
       if (!refine.empty()) {
-        say(fmt::format("the first plans run mostly at {} MHz, between the profiled clocks: profiling {} too",
-                        fmt::join(refine, ", "), refine.size() == 1 ? "it" : "them"));
+        say(fmt::format("the first plans run mostly between the profiled clocks: profiling {} too",
+                        fmt::join(where, ", ")));
         auto more = backends::profile_plan(bench(), *s_->workload, *s_->packing, refine);
         if (!more) return more.error();
         for (pack::ProfiledRun& r : *more) s_->runs->push_back(std::move(r));
