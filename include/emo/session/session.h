@@ -41,10 +41,11 @@ struct Options {
   std::string profile_on;
   std::string profiled_dir;  // fit from runs recorded at the plan's clocks in this folder instead
   optimize::OptimizeOptions optimize;
-  // After the first fit, solve once and, where that plan mostly runs away from the profiled clocks
-  // (optimize::clock_to_refine), profile that clock too and fit again: one more profiling run and one
-  // more solve (docs/profiling.md, "Profiling where the plan runs"). Never with profiled_dir (recorded
-  // runs cannot grow: the optimize view warns and names the clock to record instead).
+  // After the first fit, solve once and, where its policy or a baseline mostly runs away from the
+  // profiled clocks (optimize::clocks_to_refine), profile those clocks too, fit again and solve again from
+  // the first policy as well: one profiling run per clock and one more solve (docs/profiling.md,
+  // "Profiling where the plan runs"). Never with profiled_dir (recorded runs cannot grow: the optimize
+  // view warns and names the policy's clock to record instead).
   bool refine_profile = true;
   // Run the policy on the profiling device before handing it out (optimize::optimize_checked); never
   // with profiled_dir (there is nothing to run it on).
