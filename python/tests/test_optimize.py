@@ -160,3 +160,17 @@ def test_a_step_missing_its_gpu_work_is_refused_as_the_cli_refuses_it(cli):
     assert cli_run.returncode == 1 and "93 % of its step" in cli_run.stderr
     policy = emo.optimize(trace, device="h100", check=False, accept_doubt=True)
     assert any(w.startswith("synchronize calls blocked") for w in policy.warnings)
+
+
+def test_a_step_whose_first_kernel_waits_on_unrecorded_gpu_work_is_refused(cli):
+    # SGLang's decode step on an MI300X (tests/data/traces/README.md): its first kernel starts 463 ms after
+    # its launch while the trace shows the GPU doing nothing, 98 % of the step; no synchronize call says so.
+    trace = str(Path(__file__).resolve().parents[2] / "tests/data/traces/mi300x_sglang_qwen3_decode.json.gz")
+    said = [w for w in emo.analyze(trace).warnings if w.startswith("1 GPU op(s) on the critical path started 463.257 ms")]
+    assert said and "hipLaunchKernel" in said[0]
+    with pytest.raises(emo.InputError) as e:
+        emo.optimize(trace, device="h100")
+    assert "98 % of its step (more than 50 %) is GPU ops on the critical path waiting" in str(e.value)
+    assert "--accept-doubt" in e.value.note
+    cli_run = cli.run("optimize", trace, "--device", "h100", check=False)
+    assert cli_run.returncode == 1 and "98 % of its step" in cli_run.stderr

@@ -607,6 +607,92 @@ UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a) {
   return out;
 }
 
+LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
+  LateGpuStarts out;
+  const graph::Graph& g = w.graph;
+  // Each GPU's ops in the step as measured, merged into busy intervals; built for the GPUs a long launch
+  // segment of the path lands on.
+  std::map<std::pair<uint32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> busy;
+  auto busy_of = [&](uint32_t rank, int32_t device) -> const std::vector<std::pair<int64_t, int64_t>>& {
+    auto [it, fresh] = busy.try_emplace({rank, device});
+    if (!fresh) return it->second;
+    std::vector<std::pair<int64_t, int64_t>> iv;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (!graph::is_gpu(g.kind[n])) continue;
+      const graph::Lane& l = g.lanes[g.lane[n]];
+      if (l.rank == rank && l.device == device) iv.emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
+    }
+    std::sort(iv.begin(), iv.end());
+    for (const auto& [s, e] : iv) {
+      if (!it->second.empty() && s <= it->second.back().second) {
+        it->second.back().second = std::max(it->second.back().second, e);
+      } else {
+        it->second.emplace_back(s, e);
+      }
+    }
+    return it->second;
+  };
+  int64_t longest = 0;
+  for (const replay::CriticalPath::Segment& s : a.critical_path.segments) {
+    if (!s.is_edge || s.edge != graph::EdgeKind::kLaunch || s.ns < kUnrecordedWaitMinNs) continue;
+    if (s.node >= g.num_nodes() || !graph::is_gpu(g.kind[s.node])) continue;
+    const graph::Lane& lane = g.lanes[g.lane[s.node]];
+    // The window the op waited in, as measured: from the launch to the op's start.
+    const int64_t end = g.meas_start_ns[s.node], begin = end - s.ns;
+    int64_t idle = s.ns;
+    for (const auto& [b, e] : busy_of(lane.rank, lane.device)) {
+      if (b >= end) break;
+      if (e > begin) idle -= std::min(e, end) - std::max(b, begin);
+    }
+    if (idle < kUnrecordedWaitMinNs) continue;
+    ++out.ops;
+    out.wait_ns += idle;
+    if (idle > longest) {
+      longest = idle;
+      const bool named = s.from < g.num_nodes();
+      out.example = fmt::format("{} launched by {} on {}stream {}, {:.3f} ms after its launch, its GPU idle in the step for "
+                                "{:.3f} ms of it",
+                                g.strings.view(g.name[s.node]), named ? g.strings.view(g.name[s.from]) : "its call",
+                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(lane.rank)))
+                                                        : std::string(),
+                                lane.stream, double(s.ns) / 1e6, double(idle) / 1e6);
+    }
+  }
+  if (a.measured_span_ns > 0) out.pct = 100.0 * double(out.wait_ns) / double(a.measured_span_ns);
+  return out;
+}
+
+EarlierLaunches earlier_launches(const Workload& w) {
+  EarlierLaunches out;
+  const graph::Graph& g = w.graph;
+  int64_t longest = -1;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    const int64_t dur = g.meas_end_ns[n] - g.meas_start_ns[n];
+    out.gpu_ns += dur;
+    const graph::PointId p = graph::start_point(n);
+    bool launched = false;
+    for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1] && !launched; ++k) {
+      launched = g.edges[g.in_edges[k]].kind == graph::EdgeKind::kLaunch;
+    }
+    // An op without a correlation id cannot be traced to any call: not counted as launched before.
+    if (launched || g.rank[n] >= w.ranks.size()) continue;
+    const trace::RankTrace& t = w.ranks[g.rank[n]];
+    if (g.event[n] >= t.events.size() || t.events[g.event[n]].correlation == trace::kNone) continue;
+    ++out.ops;
+    out.ns += dur;
+    if (dur > longest) {
+      longest = dur;
+      const graph::Lane& lane = g.lanes[g.lane[n]];
+      out.example = fmt::format("{} on {}stream {}, {:.3f} ms", g.strings.view(g.name[n]),
+                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(lane.rank)))
+                                                        : std::string(),
+                                lane.stream, double(dur) / 1e6);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
   std::vector<std::string> out = import_warnings(w);
   if (w.deprofiled) {
@@ -675,6 +761,24 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
                               "not record (a graph whose kernels the profiler left out, another process), which the "
                               "step takes for host time and GPU idle",
                               double(uw.wait_ns) / 1e6, uw.pct, uw.example));
+  }
+  const LateGpuStarts ls = late_gpu_starts(w, a);
+  if (ls.ops > 0 && ls.pct >= kUnrecordedWaitDoubtPct) {
+    out.push_back(fmt::format("{} GPU op(s) on the critical path started {:.3f} ms ({:.0f} % of the step) after their "
+                              "launch while their GPU ran nothing of the step, e.g. {}: the GPU was busy with work the "
+                              "step does not show (kernels the profiler left out, an earlier step's queued work, another "
+                              "process) or the op waited on a dependency the trace does not record; the step takes that "
+                              "time for a fixed launch delay that no clock moves, so slack and savings on this step are "
+                              "doubtful",
+                              ls.ops, double(ls.wait_ns) / 1e6, ls.pct, ls.example));
+  }
+  const EarlierLaunches el = earlier_launches(w);
+  if (el.ops > 0 && el.pct() >= kEarlierLaunchDoubtPct) {
+    out.push_back(fmt::format("{} GPU op(s), {:.3f} ms of the step's {:.3f} ms of GPU op time ({:.0f} %), have no launch "
+                              "call in the step, e.g. {}: launched before it (an earlier step's work still queued when "
+                              "it began), they are counted in this step's GPU time and energy, so per-step figures can "
+                              "exceed the job's by up to that share",
+                              el.ops, double(el.ns) / 1e6, double(el.gpu_ns) / 1e6, el.pct(), el.example));
   }
   // The profiler's own cost: a step that took longer under the profiler than the same job's steps without
   // it (emo.torch.capture times a few before it records) ran a slower host than the job does.
@@ -918,6 +1022,18 @@ std::string to_text(const Workload& w, const Analysis& a) {
   s += fmt::format("GPU ops with no slack: {} of {}\n", no_slack, ops);
   if (g.stats.gpu_ops_without_launch > 0) {
     s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
+  }
+  // A trace without ProfilerStep (a vLLM capture, a profiler started by hand) is taken whole: say so, as the
+  // JSON's ranks[].step = -1 does.
+  int whole = 0;
+  std::string whole_first;
+  for (size_t r = 0; r < w.ranks.size() && r < w.steps.size(); ++r) {
+    if (w.steps[r] >= 0) continue;
+    if (whole++ == 0) whole_first = w.ranks[r].path;
+  }
+  if (whole > 0) {
+    s += fmt::format("note: no ProfilerStep in {}{}: the step is the profiler's whole window\n", whole_first,
+                     whole > 1 ? fmt::format(" and {} more rank file(s)", whole - 1) : std::string());
   }
   const graph::BuildStats& bs = g.stats;
   if (bs.waiting_threads > 0) {

@@ -353,6 +353,15 @@ Status refuse_doubtful_step(Session& s) {
                                   uw.pct, kUnrecordedWaitRefusePct, uw.example),
                       note);
   }
+  const analysis::LateGpuStarts ls = analysis::late_gpu_starts(w, **an);
+  if (ls.pct > kUnrecordedWaitRefusePct) {
+    return make_error(where,
+                      fmt::format("{:.0f} % of its step (more than {:g} %) is GPU ops on the critical path waiting after "
+                                  "their launch while their GPU ran nothing of the step, e.g. {}: the GPU ran work the "
+                                  "step does not show, and clocks chosen for what it shows would not be this job's",
+                                  ls.pct, kUnrecordedWaitRefusePct, ls.example),
+                      note);
+  }
   const double err = (*an)->replay_error_pct;
   if (!(std::abs(err) > kReplayRefusePct)) return {};
   return make_error(where,

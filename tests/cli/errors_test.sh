@@ -528,6 +528,27 @@ partial2="$(dirname "$partial")/mi350_pi0_compiled_graph_replay.json.gz"
 expect 0 "optimize a step partly blocked on GPU work the trace did not record" -- "$emo" optimize "$partial2" --device h100 --no-check -o "$tmp/partial2.pol.json"
 says "optimize a step partly blocked on GPU work the trace did not record" "^warning: synchronize calls blocked 9.301 ms (38 % of the step"
 [ -s "$tmp/partial2.pol.json" ] || { echo "FAIL: no policy for a step partly blocked on unrecorded GPU work"; fails=$((fails + 1)); }
+# GPU ops that start long after their launch on a GPU the step shows idle (tests/data/traces/README.md):
+# SGLang's decode step waits 463 ms (98 %) before its first kernel, vLLM's 7.8 ms (41 %).
+late="$(dirname "$partial")/mi300x_sglang_qwen3_decode.json.gz"
+expect 0 "a step whose first kernel waits on unrecorded GPU work" -- "$emo" analyze "$late"
+says "a step whose first kernel waits on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 463.257 ms (98 % of the step) after their launch while their GPU ran nothing of the step"
+expect 1 "optimize a step whose first kernel waits on unrecorded GPU work" -- "$emo" optimize "$late" --device h100 -o "$tmp/late.pol.json"
+says "optimize a step whose first kernel waits on unrecorded GPU work" "^error: .*mi300x_sglang_qwen3_decode.json.gz: 98 % of its step (more than 50 %) is GPU ops on the critical path waiting after their launch"
+says "optimize a step whose first kernel waits on unrecorded GPU work" "^note: give --accept-doubt"
+[ -e "$tmp/late.pol.json" ] && { echo "FAIL: a policy was written for a step that waits on unrecorded GPU work"; fails=$((fails + 1)); }
+expect 1 "run a step whose first kernel waits on unrecorded GPU work" -- "$emo" run "$late" --device h100 -o "$tmp/laterun"
+[ -e "$tmp/laterun" ] && { echo "FAIL: a report was written for a step that waits on unrecorded GPU work"; fails=$((fails + 1)); }
+late2="$(dirname "$partial")/rocm_vllm_decode_graph_execution.json.gz"
+expect 0 "optimize a step partly waiting on unrecorded GPU work" -- "$emo" optimize "$late2" --device h100 --no-check -o "$tmp/late2.pol.json"
+says "optimize a step partly waiting on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 7.837 ms (41 % of the step)"
+[ -s "$tmp/late2.pol.json" ] || { echo "FAIL: no policy for a step partly waiting on unrecorded GPU work"; fails=$((fails + 1)); }
+# A trace without ProfilerStep is taken whole, and the text says so; one with it does not.
+expect 0 "a trace without ProfilerStep" -- "$emo" analyze "$late2"
+grep -q "^note: no ProfilerStep in .*rocm_vllm_decode_graph_execution.json.gz: the step is the profiler's whole window$" "$tmp/out" ||
+  { echo "FAIL: a trace without ProfilerStep does not say it is taken whole"; fails=$((fails + 1)); }
+expect 0 "a trace with ProfilerStep" -- "$emo" analyze "$(dirname "$partial")/h200_transformer_train.json.gz"
+grep -q "no ProfilerStep" "$tmp/out" && { echo "FAIL: a trace with ProfilerStep is said to have none"; fails=$((fails + 1)); }
 # A launch whose kernel the trace lost.
 sed 's/"ts":10,"dur":100,"args":{"device":0,"stream":7,"correlation":1}}/&,\n{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":6,"dur":2,"args":{"correlation":2}}/' \
   "$tmp/good.json" >"$tmp/lost.json"

@@ -1,6 +1,7 @@
 // The doubts about a step (analysis::step_warnings, analysis::device_warnings; docs/replay.md, "When
-// emo doubts a step"): missing ranks, files of no one run, launches without GPU activity, a replay
-// away from the trace, a trace recorded on another GPU than --device. Each is said, and a step
+// emo doubts a step"): missing ranks, files of no one run, launches without GPU activity, synchronize
+// calls and GPU ops that wait on work the trace does not show, a replay away from the trace, a trace
+// recorded on another GPU than --device. Each is said, and a step
 // without them says nothing. Times in µs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -222,6 +223,101 @@ TEST(StepDoubt, ASyncThatBlocksAfterTheRecordedGpuWorkEndedIsSaid) {
   }
 }
 
+// A GPU op that starts long after its launch, with nothing of the step on its GPU meanwhile, waited for
+// work the step does not show; the replay keeps the gap as a fixed launch delay. Times in µs: a kernel
+// launched at 0 that starts at 2,000, then a second one launched right after it.
+TEST(StepDoubt, AGpuOpThatStartsLongAfterItsLaunchOnAnIdleGpuIsSaid) {
+  const std::string late = TraceJson().launch("late_kernel", 7, 0, 2000, 100, 1).launch("gemm", 7, 10, 2100, 100, 2).str();
+  {
+    const auto w = warnings_of({late});
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].rfind("1 GPU op(s) on the critical path started 2.000 ms (91 % of the step) after their launch while "
+                         "their GPU ran nothing of the step, e.g. late_kernel launched by cudaLaunchKernel on stream 7, "
+                         "2.000 ms after its launch, its GPU idle in the step for 2.000 ms of it: the GPU was busy with "
+                         "work the step does not show",
+                         0),
+              0u)
+        << w[0];
+    const analysis::Workload wl = test::workload_of({late});
+    const analysis::LateGpuStarts ls = analysis::late_gpu_starts(wl, analysis::analyze(wl));
+    EXPECT_EQ(ls.ops, 1);
+    EXPECT_EQ(ls.wait_ns, 2'000'000);
+    EXPECT_NEAR(ls.pct, 100.0 * 2000 / 2200, 1e-9);
+  }
+  // The same gap while another stream of the step keeps the GPU busy: the op waited for the GPU, whose
+  // work the step shows. Busy for 1,900 of the 2,000 µs: the 100 µs left is under the floor.
+  EXPECT_TRUE(warnings_of({TraceJson()
+                               .launch("busy", 9, 0, 50, 1900, 3)
+                               .launch("late_kernel", 7, 1, 2000, 100, 1)
+                               .launch("gemm", 7, 10, 2100, 100, 2)
+                               .str()})
+                  .empty());
+  // Busy for the first 1,000 µs only: the idle 1,000 µs count.
+  {
+    const analysis::Workload wl = test::workload_of(
+        {TraceJson().launch("busy", 9, 0, 0, 1000, 3).launch("late_kernel", 7, 1, 2000, 100, 1).launch("gemm", 7, 10, 2100, 100, 2).str()});
+    const analysis::LateGpuStarts ls = analysis::late_gpu_starts(wl, analysis::analyze(wl));
+    EXPECT_EQ(ls.ops, 1);
+    EXPECT_EQ(ls.wait_ns, 1'000'000);
+  }
+  // A short launch delay (150 µs, under the floor), or a long one under 5 % of a long step: nothing said.
+  EXPECT_TRUE(warnings_of({TraceJson().launch("k", 7, 0, 150, 100, 1).str()}).empty());
+  EXPECT_TRUE(warnings_of({TraceJson().launch("k", 7, 0, 300, 100, 1).launch("long", 7, 10, 400, 9000, 2).str()}).empty());
+}
+
+// GPU ops whose launch the trace does not hold (an earlier, unprofiled step's work still queued) that
+// run in the step are counted in its GPU time: said from 5 % of it. Times in µs: "tail" (correlation 1,
+// no call) runs 1,000-1,600 in ProfilerStep#2 (1,000-2,000), whose own kernel follows it on the stream.
+TEST(StepDoubt, GpuOpsLaunchedBeforeTheStepAreSaid) {
+  auto one_step = [](double tail_ts, double tail_dur) {
+    return TraceJson().step(2, 1000, 1000).kernel("tail", 7, tail_ts, tail_dur, 1).launch("gemm", 7, 1010, 1600, 100, 2).str();
+  };
+  {
+    const analysis::Workload w = test::workload_of({one_step(1000, 600)});
+    ASSERT_EQ(w.steps.size(), 1u);
+    EXPECT_EQ(w.steps[0], 2);
+    const analysis::EarlierLaunches el = analysis::earlier_launches(w);
+    EXPECT_EQ(el.ops, 1);
+    EXPECT_EQ(el.ns, 600'000);
+    EXPECT_EQ(el.gpu_ns, 700'000);
+    const auto warnings = analysis::step_warnings(w, analysis::analyze(w));
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(warnings[0].rfind("1 GPU op(s), 0.600 ms of the step's 0.700 ms of GPU op time (86 %), have no launch call "
+                                "in the step, e.g. tail on stream 7, 0.600 ms: launched before it",
+                                0),
+              0u)
+        << warnings[0];
+  }
+  // A short tail, 4 of the step's 104 µs of GPU op time (under 5 %): counted, not said.
+  {
+    const analysis::Workload w = test::workload_of({one_step(1000, 4)});
+    EXPECT_EQ(analysis::earlier_launches(w).ops, 1);
+    EXPECT_NEAR(analysis::earlier_launches(w).pct(), 100.0 * 4 / 104, 1e-9);
+    EXPECT_TRUE(analysis::step_warnings(w, analysis::analyze(w)).empty());
+  }
+}
+
+// A real capture of one ProfilerStep (TraceLens's H100 Qwen1.5-0.5B chat step in ../shared): the GPU is
+// still running the unprofiled step before it when it begins, 501 ops whose launches the trace lacks,
+// 13.4 ms of its 45.3 ms of GPU op time.
+TEST(StepDoubt, ARealStepThatBeginsOnTheQueuedWorkOfTheOneBeforeIsSaid) {
+  EMO_REQUIRE_SHARED(path, "traces/tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz");
+  auto t = trace::read_trace(path);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  std::vector<trace::RankTrace> ranks;
+  ranks.push_back(std::move(t).value());
+  auto w = analysis::assemble(std::move(ranks), {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const analysis::EarlierLaunches el = analysis::earlier_launches(*w);
+  EXPECT_EQ(el.ops, 501);
+  EXPECT_NEAR(double(el.ns) / 1e6, 13.441, 0.001);
+  EXPECT_NEAR(double(el.gpu_ns) / 1e6, 45.347, 0.001);
+  const auto warnings = analysis::step_warnings(*w, analysis::analyze(*w));
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& s) {
+    return s.rfind("501 GPU op(s), 13.441 ms of the step's 45.347 ms of GPU op time (30 %)", 0) == 0;
+  }));
+}
+
 analysis::Workload data_trace(const std::string& name) {
   auto t = trace::read_trace(std::string(EMO_TEST_DATA_DIR) + "/traces/" + name);
   EXPECT_TRUE(t.ok()) << t.error().message();
@@ -257,6 +353,43 @@ TEST(StepDoubt, GraphReplaysWhoseKernelsTheTraceLacksAreSaid) {
     EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [&](const std::string& s) {
       return s.rfind(c.said, 0) == 0 && s.find("hipStreamSynchronize") != std::string::npos;
     })) << (warnings.empty() ? std::string("(none)") : warnings[0]);
+  }
+}
+
+// Public ROCm inference captures (tests/data/traces/README.md) whose first GPU op waits on work the trace
+// does not show: on the SGLang decode step a kernel starts 463.3 ms after its launch (98 % of the step, a
+// blocking hipMemcpyWithStream meanwhile), on the vLLM decode step a device-to-device copy 7.8 ms after
+// its hipMemcpyAsync (41 %). Neither has a synchronize call that blocks past the recorded work.
+TEST(StepDoubt, InferenceStepsWhoseFirstGpuOpWaitsOnUnrecordedWorkAreSaid) {
+  struct Case {
+    const char* file;
+    double wait_ms, min_pct, max_pct;
+    const char* op;
+  };
+  for (const Case& c : {Case{"mi300x_sglang_qwen3_decode.json.gz", 463.257, 97, 98.5, "resolve_future_token_ids_kernel"},
+                        Case{"rocm_vllm_decode_graph_execution.json.gz", 7.837, 40, 42, "Memcpy DtoD (Device -> Device) launched by hipMemcpyAsync"}}) {
+    SCOPED_TRACE(c.file);
+    const analysis::Workload w = data_trace(c.file);
+    if (w.ranks.empty()) continue;
+    const analysis::Analysis a = analysis::analyze(w);
+    EXPECT_EQ(analysis::unrecorded_waits(w, a).calls, 0);  // the synchronize rule does not see these
+    const analysis::LateGpuStarts ls = analysis::late_gpu_starts(w, a);
+    EXPECT_EQ(ls.ops, 1);
+    EXPECT_NEAR(double(ls.wait_ns) / 1e6, c.wait_ms, 0.001);
+    EXPECT_GT(ls.pct, c.min_pct);
+    EXPECT_LT(ls.pct, c.max_pct);
+    EXPECT_NE(ls.example.find(c.op), std::string::npos) << ls.example;
+    const auto warnings = analysis::step_warnings(w, a);
+    EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [&](const std::string& s) {
+      return s.rfind("1 GPU op(s) on the critical path started", 0) == 0;
+    })) << (warnings.empty() ? std::string("(none)") : warnings[0]);
+  }
+  // The project's own H200 captures (a training and an inference step) wait on nothing unrecorded.
+  for (const char* f : {"h200_transformer_train.json.gz", "h200_transformer_infer.json.gz"}) {
+    SCOPED_TRACE(f);
+    const analysis::Workload w = data_trace(f);
+    if (w.ranks.empty()) continue;
+    EXPECT_EQ(analysis::late_gpu_starts(w, analysis::analyze(w)).ops, 0);
   }
 }
 

@@ -144,12 +144,40 @@ struct UnrecordedWaits {
 };
 UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a);
 
+// GPU ops on the critical path that started long after their launch call with nothing of the step
+// running on their GPU meanwhile: the launch edge binds them, and the gap is time the GPU spent on work
+// the step does not show (kernels the profiler left out, an earlier step's queued work, another
+// process) or a dependency the trace does not record (an event wait without sync events). The replay
+// keeps such a gap as a fixed launch delay that no clock moves. Each such launch segment of the path
+// counts the part of it, from kUnrecordedWaitMinNs, during which no op of the step ran on the op's GPU;
+// `pct` is their sum against the step's measured span (the path's segments never overlap).
+struct LateGpuStarts {
+  int64_t ops = 0, wait_ns = 0;
+  double pct = 0;
+  std::string example;  // the longest: op, launch call, rank, stream, the GPU's idle time before it
+};
+LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a);
+
+// GPU ops of the step that no launch call of the step started (launched before it: an earlier step's
+// work still queued when it began). They are counted in the step's GPU time and energy, so per-step
+// figures can exceed the job's by up to their share; said from kEarlierLaunchDoubtPct of the step's
+// GPU op time (the sum of its GPU ops' measured durations).
+inline constexpr double kEarlierLaunchDoubtPct = 5.0;
+struct EarlierLaunches {
+  int64_t ops = 0, ns = 0, gpu_ns = 0;
+  std::string example;  // the longest
+  double pct() const { return gpu_ns > 0 ? 100.0 * double(ns) / double(gpu_ns) : 0.0; }
+};
+EarlierLaunches earlier_launches(const Workload& w);
+
 // import_warnings() and the doubts about the step itself: fewer rank files than the run's world_size,
 // ranks whose steps are different ProfilerSteps or were captured far apart (kCaptureGapDoubtS), ranks
 // recorded on different GPUs, collectives whose matched kernels disagree (BuildStats::
 // collectives_inconsistent), groups of ranks that share no collective with steps of different lengths
 // (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), synchronize
-// calls that waited on GPU work the trace does not show (kUnrecordedWaitDoubtPct), a step the
+// calls that waited on GPU work the trace does not show (kUnrecordedWaitDoubtPct), GPU ops on the critical
+// path that started long after their launch on an idle GPU (late_gpu_starts, the same threshold), GPU ops
+// launched before the step (kEarlierLaunchDoubtPct of its GPU time), a step the
 // profiler slowed against the job's untraced steps (kProfilerSlowdownDoubtPct), a replay away from the
 // measured step (kReplayDoubtPct).
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
