@@ -562,21 +562,21 @@ class Executor {
   }
 
   // Backward on the autograd engine's thread without fwdbwd flows (an older PyTorch, or a trace recorded
-  // without them): the engine's thread is the one with the most `autograd::engine::evaluate_function`
-  // events (and any with at least half as many). A run of its events that starts and ends while a thread
+  // without them): the engine's thread is the one with the most engine-frame events (trace::
+  // is_autograd_engine_frame: `autograd::engine::evaluate_function`, or an older PyTorch's backward
+  // functions), and any with at least half as many. A run of its events that starts and ends while a thread
   // with runtime calls recorded nothing (between two of its event starts) was that thread's backward():
   // a link from where that thread last did something to the run's first event.
   void engine_links(uint32_t r, const std::unordered_map<uint32_t, int>& thread_of,
                     std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>>& spans,
                     std::vector<std::tuple<int, int, int64_t, int64_t>>& links) {
     const RankTrace& t = ranks_[r];
-    constexpr std::string_view kEngineFrame = "autograd::engine::evaluate_function";
     std::unordered_map<int, int64_t> frames;
     std::vector<int8_t> engine_name(t.strings.size(), -1);
     for (const Event& e : t.events) {
       if (e.lane >= t.lanes.size() || !trace::is_cpu_side(e.kind) || e.name >= engine_name.size()) continue;
       int8_t& k = engine_name[e.name];
-      if (k < 0) k = t.strings.view(e.name).rfind(kEngineFrame, 0) == 0 ? 1 : 0;
+      if (k < 0) k = trace::is_autograd_engine_frame(t.strings.view(e.name)) ? 1 : 0;
       if (k == 0) continue;
       auto it = thread_of.find(e.lane);
       if (it != thread_of.end()) ++frames[it->second];

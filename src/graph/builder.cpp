@@ -818,7 +818,8 @@ class Builder {
 
   // Backward on the autograd engine's thread in a trace without fwdbwd flows (recorded by an older
   // PyTorch, or without them: the DLRM, trace_diff and ResNet traces of ../shared). The engine's thread
-  // shows itself by its `autograd::engine::evaluate_function` frames. Where one node of a thread that
+  // shows itself by its `autograd::engine::evaluate_function` frames, or in a trace of a PyTorch before 1.10 by
+  // the backward functions themselves (`NllLossBackward`: trace::is_autograd_engine_frame). Where one node of a thread that
   // launches GPU work (a gap, or an op's self time with nothing recorded inside: `## backward ##`,
   // `ProfilerStep#N`) spans a run of the engine's work, that thread sat in backward(): the run starts
   // after the node does (where the thread entered it), and the node becomes a wait on the run's last
@@ -833,9 +834,9 @@ class Builder {
       if (ln.rank == r) lanes.push_back(&ln);
     }
     if (lanes.size() < 2) return;
-    constexpr std::string_view kEngineFrame = "autograd::engine::evaluate_function";
     std::vector<int8_t> engine_name(t.strings.size(), -1);
-    // A lane's evaluate_function frames (events, not nodes: a frame is cut into several nodes).
+    // A lane's engine frames (trace::is_autograd_engine_frame: evaluate_function, or an older trace's
+    // backward functions) (events, not nodes: a frame is cut into several nodes).
     auto engine_frames = [&](const CpuLaneNodes& ln) {
       int64_t count = 0;
       uint32_t last_event = kNoId;
@@ -845,7 +846,7 @@ class Builder {
         const StrId name = t.events[g_.event[n]].name;
         if (name >= engine_name.size()) continue;
         int8_t& k = engine_name[name];
-        if (k < 0) k = t.strings.view(name).rfind(kEngineFrame, 0) == 0 ? 1 : 0;
+        if (k < 0) k = trace::is_autograd_engine_frame(t.strings.view(name)) ? 1 : 0;
         count += k;
       }
       return count;
@@ -856,7 +857,7 @@ class Builder {
       }
       return false;
     };
-    // The engine's thread: the one with the most evaluate_function frames, and any with at least half as
+    // The engine's thread: the one with the most engine frames, and any with at least half as
     // many (a thread that ran a few itself, re-entrant backward on the caller's thread, is not one).
     std::vector<int64_t> frames(lanes.size());
     int64_t most = 0;
@@ -908,7 +909,7 @@ class Builder {
                                                                  : std::string(t.strings.view(t.events[g_.event[n]].name));
             g_.stats.thread_wait_example = fmt::format(
                 "{} on thread {}, {:.3f} ms, waits for thread {} (backward from {:.3f} ms to {:.3f} ms; no fwdbwd "
-                "flows: the engine's thread known by its evaluate_function frames)",
+                "flows: the engine's thread known by its engine frames)",
                 what, g_.lanes[from.lane].tid, ms(t1 - t0), g_.lanes[to.lane].tid, ms(g_.meas_start_ns[first] - t0),
                 ms(done - t0));
           }

@@ -200,6 +200,21 @@ const char* to_string(RuntimeCall c) {
   return "other";
 }
 
+bool is_autograd_engine_frame(std::string_view name) {
+  if (name.starts_with("autograd::engine::evaluate_function") || name == "torch::autograd::AccumulateGrad") return true;
+  // An identifier ending in Backward, then digits: the backward function's own name.
+  size_t end = name.size();
+  while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
+  constexpr std::string_view kBackward = "Backward";
+  if (end <= kBackward.size() || name.substr(end - kBackward.size(), kBackward.size()) != kBackward) return false;
+  for (size_t i = 0; i < end; ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return !(name[0] >= '0' && name[0] <= '9');
+}
+
 RuntimeCall classify_runtime_call(std::string_view name) {
   using detail::istarts_with;
   using detail::lower;

@@ -134,7 +134,8 @@ TEST(Deprofile, TheExecutorReachesTheJobsTrainingStepOnlyThroughTheEnginesLinks)
   ASSERT_TRUE(frames.ok());
   EXPECT_GT(frames->stats.thread_links_inferred, 0);
   EXPECT_NEAR(double(frames->span_ns) / double(c->untraced_ns), 1.0, 0.02);
-  // The engine's frames renamed (to an operator's name): nothing links the threads.
+  // The engine's frames (evaluate_function, and the backward functions inside them) renamed to an
+  // operator's name: nothing links the threads.
   for (trace::RankTrace& t : bare) {
     StrId other = kEmptyStr;
     for (const trace::Event& e : t.events) {
@@ -142,7 +143,7 @@ TEST(Deprofile, TheExecutorReachesTheJobsTrainingStepOnlyThroughTheEnginesLinks)
     }
     ASSERT_NE(other, kEmptyStr);
     for (trace::Event& e : t.events) {
-      if (t.strings.view(e.name).rfind("autograd::engine::evaluate_function", 0) == 0) e.name = other;
+      if (trace::is_autograd_engine_frame(t.strings.view(e.name))) e.name = other;
     }
   }
   auto without = executor::execute(bare, host);

@@ -123,13 +123,14 @@ TEST(ThreadFlows, BackwardFollowsItsForwardOpAndTheLoopWaitsForBackward) {
   // at 135; the loop's wait ends 10 after it (400 - 390) at 145; `optimizer`'s launch [145,150] -> K3
   // after K2, [190,196]. The step: [100,196].
   EXPECT_DOUBLE_EQ(test::predicted_span_us(w, {"cat:cpu_op=0"}), 96);
-  // Without the flows the engine's thread starts where it was recorded (150) and the loop sits in its
-  // 280 µs gap whatever backward does: the same what-if gives 293 (the launch at 100+280, K3 7 after
-  // it, to 393).
+  // Without the flows, and with an op no engine runs (a backward function's name would be known:
+  // AutogradEngineFramesAreKnownByName), the engine's thread starts where it was recorded (150) and the
+  // loop sits in its 280 µs gap whatever backward does: the same what-if gives 293 (the launch at
+  // 100+280, K3 7 after it, to 393).
   std::string no_flows = backward_step();
-  const std::string from = R"("cat":"fwdbwd")";
-  for (size_t p = no_flows.find(from); p != std::string::npos; p = no_flows.find(from)) {
-    no_flows.replace(p, from.size(), R"("cat":"other")");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{R"("cat":"fwdbwd")", R"("cat":"other")"},
+                                 std::pair<std::string, std::string>{"MeanBackward0", "aten::mean_helper"}}) {
+    for (size_t p = no_flows.find(from); p != std::string::npos; p = no_flows.find(from)) no_flows.replace(p, from.size(), to);
   }
   const analysis::Workload w0 = test::workload_of({no_flows});
   EXPECT_EQ(w0.graph.stats.thread_flow_edges, 0);
@@ -165,8 +166,9 @@ TEST(ThreadFlows, ALoopThatWorksDuringBackwardIsNotMadeToWait) {
 
 // A trace without fwdbwd flows (an older PyTorch, or recorded without them): the loop thread (tid 1)
 // sits in `## backward ##` [130,400] while the engine's thread (tid 2), known by its evaluate_function
-// frame [150,390], runs backward and launches K2. The loop waits for it as with flows; renamed, the
-// frame is no engine's and nothing changes. The independent executor finds the same by its own rule.
+// frame [150,390] (or, recorded by a PyTorch before 1.10, by the backward function's own name), runs
+// backward and launches K2. The loop waits for it as with flows; renamed to no engine's frame, nothing
+// changes. The independent executor finds the same by its own rule.
 std::string flowless_step(const std::string& frame) {
   return TraceJson()
       .cpu("aten::mean", 100, 20)
@@ -184,7 +186,14 @@ TEST(ThreadFlows, WithoutFlowsTheEngineThreadIsKnownByItsFramesAndTheLoopWaitsFo
   EXPECT_EQ(w.graph.stats.thread_waits_without_flows, 1);
   const analysis::Analysis a = analysis::analyze(w);
   EXPECT_EQ(a.replayed_span_ns, a.measured_span_ns);
-  const analysis::Workload plain = test::workload_of({flowless_step("MeanBackward0")});
+  // PyTorch 1.8-1.9 record the backward function alone, without the engine's frame (Kineto's ResNet50
+  // samples): the same wait.
+  for (const char* old_name : {"MeanBackward", "MeanBackward0"}) {
+    const analysis::Workload older = test::workload_of({flowless_step(old_name)});
+    EXPECT_EQ(older.graph.stats.thread_waits_without_flows, 1) << old_name;
+    EXPECT_EQ(analysis::analyze(older).replayed_span_ns, a.measured_span_ns) << old_name;
+  }
+  const analysis::Workload plain = test::workload_of({flowless_step("aten::mean_backward_helper")});
   EXPECT_EQ(plain.graph.stats.thread_waits, 0);
   // The host's own time halved: with the wait the loop resumes when backward ends; without it the loop
   // keeps `## backward ##` as work of its own (halved) and the engine stays where it was recorded.
@@ -203,6 +212,43 @@ TEST(ThreadFlows, WithoutFlowsTheEngineThreadIsKnownByItsFramesAndTheLoopWaitsFo
   ASSERT_TRUE(ex_plain.ok());
   EXPECT_EQ(ex_plain->stats.thread_links_inferred, 0);
   EXPECT_NEAR(double(ex_plain->span_ns) / 1000.0, without, 0.03 * without);
+}
+
+// Kineto's ResNet50 sample in ../shared (PyTorch 1.9, no fwdbwd flows, no evaluate_function frames): the
+// loop thread's step sits in backward() for 36 ms while the engine's thread runs it. Before the engine was
+// known by its backward functions, the critical path began at NllLossBackward and took the 112 ms of
+// data loading and forward before it for idle (59.9 % of the path).
+TEST(ThreadFlows, AnOlderPyTorchsBackwardThreadIsFoundByItsFunctions) {
+  EMO_REQUIRE_SHARED(path, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
+  auto t = trace::read_trace(path);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  std::vector<trace::RankTrace> ranks;
+  ranks.push_back(std::move(t).value());
+  auto w = analysis::assemble(std::move(ranks), {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_EQ(w->graph.stats.thread_waits_without_flows, 1);
+  const analysis::Analysis a = analysis::analyze(*w);
+  EXPECT_EQ(a.replayed_span_ns, a.measured_span_ns);
+  int64_t idle = 0, cpu = 0;
+  for (const auto& part : a.critical_path.breakdown) {
+    if (part.category == "idle") idle = part.ns;
+    if (part.category == "cpu") cpu = part.ns;
+  }
+  EXPECT_LT(double(idle), 0.02 * double(a.critical_path.length_ns));
+  EXPECT_GT(double(cpu), 0.5 * double(a.critical_path.length_ns));
+}
+
+TEST(ThreadFlows, AutogradEngineFramesAreKnownByName) {
+  for (const char* yes : {"autograd::engine::evaluate_function: AddmmBackward0", "autograd::engine::evaluate_function",
+                          "NllLossBackward", "CudnnConvolutionBackward", "AddmmBackward0", "MulBackward12",
+                          "torch::autograd::AccumulateGrad", "_Backward"}) {
+    EXPECT_TRUE(trace::is_autograd_engine_frame(yes)) << yes;
+  }
+  for (const char* no : {"aten::mean", "Backward", "Backward0", "## backward ##", "aten::convolution_backward",
+                         "Optimizer.step#SGD.step", "torch::autograd::AccumulateGradX", "0Backward", "My Backward",
+                         "NllLossBackwardx", ""}) {
+    EXPECT_FALSE(trace::is_autograd_engine_frame(no)) << no;
+  }
 }
 
 }  // namespace

@@ -43,6 +43,12 @@ inline bool is_cpu_side(EventKind k) {
 }
 const char* to_string(EventKind k);
 
+// A frame the autograd engine runs on its thread: `autograd::engine::evaluate_function: XBackward0` (PyTorch
+// 1.10 on), or, in older traces that record no such frame, the backward function itself (`NllLossBackward`,
+// `CudnnConvolutionBackward`, `AddmmBackward0`: a name ending in Backward and an optional number) and
+// `torch::autograd::AccumulateGrad`. The graph and the executor find the engine's thread by them.
+bool is_autograd_engine_frame(std::string_view name);
+
 // cuda_sync kinds (args.cuda_sync_kind / the event name).
 enum class SyncKind : uint8_t { kNotSync, kEventSync, kStreamWaitEvent, kStreamSync, kContextSync, kOther };
 
