@@ -302,30 +302,20 @@ TEST(StepDoubt, GpuOpsLaunchedBeforeTheStepAreSaid) {
 // 13.4 ms of its 45.3 ms of GPU op time.
 TEST(StepDoubt, ARealStepThatBeginsOnTheQueuedWorkOfTheOneBeforeIsSaid) {
   EMO_REQUIRE_SHARED(path, "traces/tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz");
-  auto t = trace::read_trace(path);
-  ASSERT_TRUE(t.ok()) << t.error().message();
-  std::vector<trace::RankTrace> ranks;
-  ranks.push_back(std::move(t).value());
-  auto w = analysis::assemble(std::move(ranks), {});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  const analysis::EarlierLaunches el = analysis::earlier_launches(*w);
+  const analysis::Workload w = test::workload_of_files({path});
+  ASSERT_FALSE(w.ranks.empty());
+  const analysis::EarlierLaunches el = analysis::earlier_launches(w);
   EXPECT_EQ(el.ops, 501);
   EXPECT_NEAR(double(el.ns) / 1e6, 13.441, 0.001);
   EXPECT_NEAR(double(el.gpu_ns) / 1e6, 45.347, 0.001);
-  const auto warnings = analysis::step_warnings(*w, analysis::analyze(*w));
+  const auto warnings = analysis::step_warnings(w, analysis::analyze(w));
   EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& s) {
     return s.rfind("501 GPU op(s), 13.441 ms of the step's 45.347 ms of GPU op time (30 %)", 0) == 0;
   }));
 }
 
 analysis::Workload data_trace(const std::string& name) {
-  auto t = trace::read_trace(std::string(EMO_TEST_DATA_DIR) + "/traces/" + name);
-  EXPECT_TRUE(t.ok()) << t.error().message();
-  std::vector<trace::RankTrace> ranks;
-  if (t.ok()) ranks.push_back(std::move(t).value());
-  auto w = analysis::assemble(std::move(ranks), {});
-  EXPECT_TRUE(w.ok()) << w.error().message();
-  return w.ok() ? std::move(w).value() : analysis::Workload{};
+  return test::workload_of_files({std::string(EMO_TEST_DATA_DIR) + "/traces/" + name});
 }
 
 // Real captures of this kind (tests/data/traces/README.md): HIP graphs replayed on an MI300X and an

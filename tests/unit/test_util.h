@@ -95,6 +95,14 @@ inline analysis::Workload workload_of(const std::vector<std::string>& jsons) {
   return w.ok() ? std::move(w).value() : analysis::Workload{};
 }
 
+// The step of trace files (one per rank), loaded as `emo analyze` loads them; the test fails (and an
+// empty workload comes back) where they do not load.
+inline analysis::Workload workload_of_files(const std::vector<std::string>& paths) {
+  auto w = analysis::load(paths, {});
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+  return w.ok() ? std::move(w).value() : analysis::Workload{};
+}
+
 // The step span (µs) `emo whatif` predicts for the workload with the given scales ("gemm=1.5", ...);
 // -1 (and a failed test) where a scale does not parse or the what-if fails.
 inline double predicted_span_us(const analysis::Workload& w, const std::vector<std::string>& scales) {

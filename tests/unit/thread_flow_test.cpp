@@ -220,14 +220,10 @@ TEST(ThreadFlows, WithoutFlowsTheEngineThreadIsKnownByItsFramesAndTheLoopWaitsFo
 // data loading and forward before it for idle (59.9 % of the path).
 TEST(ThreadFlows, AnOlderPyTorchsBackwardThreadIsFoundByItsFunctions) {
   EMO_REQUIRE_SHARED(path, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
-  auto t = trace::read_trace(path);
-  ASSERT_TRUE(t.ok()) << t.error().message();
-  std::vector<trace::RankTrace> ranks;
-  ranks.push_back(std::move(t).value());
-  auto w = analysis::assemble(std::move(ranks), {});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  EXPECT_EQ(w->graph.stats.thread_waits_without_flows, 1);
-  const analysis::Analysis a = analysis::analyze(*w);
+  const analysis::Workload w = test::workload_of_files({path});
+  ASSERT_FALSE(w.ranks.empty());
+  EXPECT_EQ(w.graph.stats.thread_waits_without_flows, 1);
+  const analysis::Analysis a = analysis::analyze(w);
   EXPECT_EQ(a.replayed_span_ns, a.measured_span_ns);
   int64_t idle = 0, cpu = 0;
   for (const auto& part : a.critical_path.breakdown) {
