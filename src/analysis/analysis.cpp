@@ -835,11 +835,26 @@ std::vector<std::string> device_warnings(const Workload& w, const std::string& p
   };
   const std::vector<std::string> wanted = models(profile_name);
   std::vector<std::string> out;
+  // A trace whose deviceProperties name no model (vLLM's ROCm captures leave the name empty) is still an AMD
+  // GPU's where its runtime calls are HIP's; an AMD profile ("mi250") is not judged by that.
+  auto hip = [](const trace::RankTrace& t) {
+    for (const trace::Event& e : t.events) {
+      if (e.kind == trace::EventKind::kRuntime && t.strings.view(e.name).starts_with("hip")) return true;
+    }
+    return false;
+  };
   for (const trace::RankTrace& t : w.ranks) {
     const std::vector<std::string> got = models(t.device_name);
+    const std::string file = t.path.empty() ? "the trace " : t.path + " ";
+    if (got.empty() && !wanted.empty() && !wanted.front().starts_with("mi") && hip(t)) {
+      out.push_back(fmt::format("{}was recorded on an AMD GPU (its runtime calls are HIP's; its deviceProperties name no "
+                                "model), not the {} of --device: its GPU times are taken as {}'s",
+                                file, profile_name, profile_name));
+      break;
+    }
     if (got.empty() || wanted.empty() || std::find(got.begin(), got.end(), wanted.front()) != got.end()) continue;
-    out.push_back(fmt::format("{}was recorded on {}, not the {} of --device: its GPU times are taken as {}'s",
-                              t.path.empty() ? "the trace " : t.path + " ", t.device_name, profile_name, profile_name));
+    out.push_back(fmt::format("{}was recorded on {}, not the {} of --device: its GPU times are taken as {}'s", file,
+                              t.device_name, profile_name, profile_name));
     break;
   }
   return out;

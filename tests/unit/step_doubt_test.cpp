@@ -394,6 +394,20 @@ TEST(StepDoubt, ATraceOfAnotherGpuThanTheDeviceIsSaid) {
   EXPECT_TRUE(analysis::device_warnings(test::workload_of({on_device(one_kernel(), "Tiny GPU")}), "h100").empty());
   EXPECT_TRUE(analysis::device_warnings(test::workload_of({one_kernel()}), "h100").empty());
   EXPECT_EQ(analysis::device_warnings(test::workload_of({on_device(one_kernel(), "AMD Instinct MI250X")}), "a100").size(), 1u);
+  // No model in the name, but HIP's runtime calls: an AMD GPU's trace (not judged against an AMD profile).
+  const analysis::Workload rocm =
+      test::workload_of({on_device(TraceJson().runtime("hipLaunchKernel", 0, 5, 1).kernel("k", 7, 10, 100, 1).str(), "")});
+  const auto amd = analysis::device_warnings(rocm, "h100");
+  ASSERT_EQ(amd.size(), 1u);
+  EXPECT_EQ(amd[0], "rank0.json was recorded on an AMD GPU (its runtime calls are HIP's; its deviceProperties name no "
+                    "model), not the h100 of --device: its GPU times are taken as h100's");
+  EXPECT_TRUE(analysis::device_warnings(rocm, "mi250").empty());
+  EXPECT_TRUE(analysis::device_warnings(test::workload_of({on_device(one_kernel(), "")}), "h100").empty());
+  // vLLM's ROCm decode capture (tests/data/traces/README.md) names no GPU.
+  const analysis::Workload vllm = data_trace("rocm_vllm_decode_graph_execution.json.gz");
+  if (!vllm.ranks.empty()) {
+    EXPECT_EQ(analysis::device_warnings(vllm, "h100").size(), 1u);
+  }
 }
 
 }  // namespace
