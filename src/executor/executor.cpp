@@ -1109,7 +1109,7 @@ class Executor {
       case CallKind::kEventRecord: {
         int s = c.record_stream_of;
         if (s < 0) s = x.last_launch_stream;
-        int captured = last_launched_op(s);
+        int captured = captured_by_record(s, c.ms);
         for (int slot : c.capture_slots) captured_[static_cast<size_t>(slot)] = captured;
         x.has_record = true;
         x.last_record_op = captured;
@@ -1184,6 +1184,18 @@ class Executor {
     if (s < 0) return -1;
     const Stream& st = streams_[static_cast<size_t>(s)];
     return st.last_launched >= 0 ? st.ops[static_cast<size_t>(st.last_launched)] : -1;
+  }
+
+  // What an event record on stream `s` whose measured start is `ms` captures: the last op launched so far
+  // on the stream, but none that the trace shows launched after the record (another thread's, launched
+  // ahead of its measured order here): then the last op before it on the stream launched by `ms`, which
+  // the stream runs first anyway. Capturing a later op would make the waiting stream wait on work queued
+  // behind the recording thread's own next launches: a circle.
+  int captured_by_record(int s, int64_t ms) const {
+    if (s < 0) return -1;
+    const Stream& st = streams_[static_cast<size_t>(s)];
+    const int p = std::min(st.last_launched, st.last_launched_before(ms + kTolNs));
+    return p >= 0 ? st.ops[static_cast<size_t>(p)] : -1;
   }
 
   void add_wait(int o, int src) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "emo/executor/executor.h"
 #include "test_util.h"
@@ -240,6 +242,52 @@ TEST(Executor, ASyncWaitsForTheLastOpThatEndedBeforeItReturned) {
   ASSERT_TRUE(ex.ok());
   EXPECT_EQ(ex->span_ns, 720'000);
   EXPECT_EQ(ex->stats.waits_ignored, 0);
+}
+
+// Two threads launch onto stream 7, where the trace runs A, D, C. Thread 1 launches gemm A [10,110],
+// waits for it (cudaStreamSynchronize [6,112]), records an event on stream 7 [113,115] that stream 20
+// waits on [116,118], launches B on stream 20 [129,179], waits for stream 20 [125,181], then launches D
+// [192,202]. Thread 2 launches C [203,303] at 190. With A x3 thread 1 reaches its record at 313, after
+// thread 2 launched C (at 190, as measured): the trace shows C launched after the record, so the record
+// captures A, not C. Were it to capture C, B would wait on C, C on D (the stream's order), D's launch on
+// B (thread 1's sync): a circle, and the run would not finish.
+std::string record_raced_by_another_thread(bool with_sync_events) {
+  TraceJson t;
+  t.launch("gemm_A", 7, 0, 10, 100, 1)
+      .runtime("cudaStreamSynchronize", 6, 106, 2)
+      .runtime("cudaEventRecord", 113, 2, 3)
+      .runtime("cudaStreamWaitEvent", 116, 2, 4)
+      .launch("B", 20, 119, 129, 50, 5)
+      .runtime("cudaStreamSynchronize", 125, 56, 6)
+      .launch("D", 7, 182, 192, 10, 7)
+      .cpu("other", 180, 10, 2)
+      .launch("C", 7, 190, 203, 100, 8, 2);
+  if (with_sync_events) {
+    t.sync_event("Stream Sync", 7, 111, 2).sync_event("Stream Wait Event", 20, 117, 4, 7, 3);
+    t.sync_event("Stream Sync", 20, 180, 6);
+  }
+  return t.str();
+}
+
+TEST(Executor, AnEventRecordDoesNotCaptureAnotherThreadsLaterLaunch) {
+  for (bool sync_events : {true, false}) {
+    SCOPED_TRACE(sync_events ? "from cuda_sync records" : "from paired runtime calls");
+    const std::string t = record_raced_by_another_thread(sync_events);
+    EXPECT_DOUBLE_EQ(span_us({t}), 303);
+    auto ex = executor::execute(ranks_of({t}), scenario({"gemm=3"}));
+    ASSERT_TRUE(ex.ok()) << ex.error().message();
+    std::map<std::string, std::pair<int64_t, int64_t>> at;  // kernel -> executed [start, end]
+    const auto ranks = ranks_of({t});
+    for (const auto& g : ex->ranks[0].gpu_ops) {
+      at[std::string(ranks[0].name_of(ranks[0].events[g.event]))] = {g.start_ns, g.end_ns};
+    }
+    ASSERT_EQ(at.size(), 4u);
+    EXPECT_GE(at["B"].first, at["gemm_A"].second);  // B still waits on A through the event
+    EXPECT_LT(at["B"].second, at["C"].first);       // but not on C
+    EXPECT_GE(at["D"].first, at["B"].second);       // D after thread 1's sync on B
+    EXPECT_GE(at["C"].first, at["D"].second);       // C after D on stream 7
+    EXPECT_EQ(ex->span_ns, at["C"].second - ex->ranks[0].begin_ns);  // C ends the step
+  }
 }
 
 // A program compiled once runs as often as asked, each time with the durations its callback gives:
