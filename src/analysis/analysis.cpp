@@ -637,9 +637,12 @@ LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
     if (!s.is_edge || s.edge != graph::EdgeKind::kLaunch || s.ns < kUnrecordedWaitMinNs) continue;
     if (s.node >= g.num_nodes() || !graph::is_gpu(g.kind[s.node])) continue;
     const graph::Lane& lane = g.lanes[g.lane[s.node]];
-    // The window the op waited in, as measured: from the launch to the op's start.
-    const int64_t end = g.meas_start_ns[s.node], begin = end - s.ns;
-    int64_t idle = s.ns;
+    // The window the op waited in, as measured: from the launch call's return (the call's own time is the
+    // host's: a slow first launch, one_time_calls) to the op's start.
+    const int64_t end = g.meas_start_ns[s.node];
+    int64_t begin = end - s.ns;
+    if (s.from < g.num_nodes()) begin = std::max(begin, std::min(end, g.meas_end_ns[s.from]));
+    int64_t idle = end - begin;
     for (const auto& [b, e] : busy_of(lane.rank, lane.device)) {
       if (b >= end) break;
       if (e > begin) idle -= std::min(e, end) - std::max(b, begin);
@@ -659,6 +662,78 @@ LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
     }
   }
   if (a.measured_span_ns > 0) out.pct = 100.0 * double(out.wait_ns) / double(a.measured_span_ns);
+  return out;
+}
+
+OneTimeCalls one_time_calls(const Workload& w, const Analysis& a) {
+  OneTimeCalls out;
+  const graph::Graph& g = w.graph;
+  const size_t ranks = g.rank_paths.size();
+  // Each rank's GPU ops in the step as measured (every device of the rank), merged into busy intervals.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> busy(ranks);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n]) && g.rank[n] < ranks) busy[g.rank[n]].emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
+  }
+  for (auto& iv : busy) {
+    std::sort(iv.begin(), iv.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& [b, e] : iv) {
+      if (!merged.empty() && b <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, e);
+      } else {
+        merged.emplace_back(b, e);
+      }
+    }
+    iv = std::move(merged);
+  }
+  std::vector<int64_t> per_rank(ranks, 0);
+  int64_t longest = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.kind[n] != NodeKind::kRuntime || g.rank[n] >= ranks) continue;
+    const int64_t b = g.meas_start_ns[n], e = g.meas_end_ns[n];
+    if (e - b < kOneTimeCallMinNs) continue;
+    switch (trace::classify_runtime_call(g.strings.view(g.name[n]))) {
+      case trace::RuntimeCall::kMemcpy:
+      case trace::RuntimeCall::kDeviceSync:
+      case trace::RuntimeCall::kStreamSync:
+      case trace::RuntimeCall::kEventSync: continue;  // they wait on the GPU by design
+      default: break;
+    }
+    const auto& iv = busy[g.rank[n]];
+    int64_t idle = e - b;
+    // Merged intervals: their ends are in order too. From the first that ends after b.
+    auto it = std::lower_bound(iv.begin(), iv.end(), b, [](const std::pair<int64_t, int64_t>& x, int64_t v) { return x.second <= v; });
+    for (; it != iv.end() && it->first < e; ++it) idle -= std::min(it->second, e) - std::max(it->first, b);
+    if (idle < kOneTimeCallMinNs) continue;
+    ++out.calls;
+    out.ns += idle;
+    per_rank[g.rank[n]] += idle;
+    if (idle > longest) {
+      longest = idle;
+      // The operator the call ran in: the innermost CPU op of its thread that holds it.
+      std::string inside;
+      const trace::RankTrace& t = w.ranks[g.rank[n]];
+      if (g.event[n] < t.events.size()) {
+        const trace::Event& ce = t.events[g.event[n]];
+        int64_t best = std::numeric_limits<int64_t>::max();
+        for (const trace::Event& pe : t.events) {
+          if (pe.ts_ns > ce.ts_ns) break;
+          if (pe.lane != ce.lane || pe.kind != trace::EventKind::kCpuOp || pe.ts_ns + pe.dur_ns < ce.ts_ns + ce.dur_ns ||
+              pe.dur_ns >= best)
+            continue;
+          best = pe.dur_ns;
+          inside = fmt::format(" inside {}", t.name_of(pe));
+        }
+      }
+      const uint32_t lane = g.lane[n];
+      out.example = fmt::format("{}{} on {}thread {}, {:.3f} ms", g.strings.view(g.name[n]), inside,
+                                ranks > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(g.rank[n]))) : std::string(),
+                                lane < g.lanes.size() ? g.lanes[lane].tid : 0, double(e - b) / 1e6);
+    }
+  }
+  if (a.measured_span_ns > 0) {
+    for (int64_t v : per_rank) out.pct = std::max(out.pct, 100.0 * double(v) / double(a.measured_span_ns));
+  }
   return out;
 }
 
@@ -771,6 +846,16 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
                               "time for a fixed launch delay that no clock moves, so slack and savings on this step are "
                               "doubtful",
                               ls.ops, double(ls.wait_ns) / 1e6, ls.pct, ls.example));
+  }
+  const OneTimeCalls ot = one_time_calls(w, a);
+  if (ot.calls > 0 && ot.pct >= kUnrecordedWaitDoubtPct) {
+    out.push_back(fmt::format("{} runtime call(s) that do not wait on the GPU kept the host {:.3f} ms ({:.0f} % of the "
+                              "step on the rank with the most) while its GPU ran nothing, e.g. {}: a first call's "
+                              "one-time cost (CUDA loading a kernel's module, cuDNN or cuBLAS setting up, a context or "
+                              "allocation made), which the job's later steps do not pay; this step is not the job's "
+                              "steady state, so its host time and the GPU's slack are doubtful: record a later step "
+                              "(torch.profiler's schedule with wait and warmup steps)",
+                              ot.calls, double(ot.ns) / 1e6, ot.pct, ot.example));
   }
   const EarlierLaunches el = earlier_launches(w);
   if (el.ops > 0 && el.pct() >= kEarlierLaunchDoubtPct) {

@@ -210,7 +210,14 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     }
     p.kernel_ops += int64_t(go.ops.size());
   }
-  if (p.kernel_ops == 0) return make_error("pack", "the step has no GPU operations to pack");
+  if (p.kernel_ops == 0) {
+    return make_error(g.rank_paths.size() == 1 ? g.rank_paths[0] : std::string("pack"),
+                      "the step has no GPU operations (kernels, copies, memsets) to choose clocks for: the trace "
+                      "records no GPU activity",
+                      "record the job with the profiler's CUDA activities (ProfilerActivity.CUDA; emo.torch.capture "
+                      "does), or give --cpu-ops-as-kernels to try EMO's loop on a CPU-only run, its operators standing "
+                      "in for kernels");
+  }
 
   // ---- atoms ----
   std::unordered_map<uint64_t, uint32_t> sig_index;

@@ -362,6 +362,15 @@ Status refuse_doubtful_step(Session& s) {
                                   ls.pct, kUnrecordedWaitRefusePct, ls.example),
                       note);
   }
+  const analysis::OneTimeCalls ot = analysis::one_time_calls(w, **an);
+  if (ot.pct > kUnrecordedWaitRefusePct) {
+    return make_error(where,
+                      fmt::format("{:.0f} % of its step (more than {:g} %) is runtime calls that kept the host while "
+                                  "the GPU ran nothing, e.g. {}: a first call's one-time cost, not the job's steady "
+                                  "state, and clocks chosen for this step would not be the job's; record a later step",
+                                  ot.pct, kUnrecordedWaitRefusePct, ot.example),
+                      note);
+  }
   const double err = (*an)->replay_error_pct;
   if (!(std::abs(err) > kReplayRefusePct)) return {};
   return make_error(where,

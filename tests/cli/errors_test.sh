@@ -512,6 +512,37 @@ expect 1 "run a step whose kernels are mostly malformed" -- "$emo" run "$tmp/neg
 says "run a step whose kernels are mostly malformed" "([0-9]* malformed events were skipped on reading"
 expect 0 "optimize a step whose kernels are mostly malformed, accepted" -- "$emo" optimize "$tmp/negdur.json" --accept-doubt --no-check
 says "optimize a step whose kernels are mostly malformed, accepted" "^warning: [0-9]* of the step's [0-9]* launch calls have no GPU activity"
+# A trace of a CPU-only run: nothing to choose clocks for; the error names the file and the way out, and
+# --cpu-ops-as-kernels runs the loop on it.
+cat >"$tmp/cpuonly.json" <<'JSON'
+{"traceEvents":[
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":10,"dur":400},
+{"ph":"X","cat":"cpu_op","name":"aten::relu","pid":1,"tid":1,"ts":420,"dur":300}]}
+JSON
+expect 0 "analyze a CPU-only trace" -- "$emo" analyze "$tmp/cpuonly.json"
+expect 1 "optimize a CPU-only trace" -- "$emo" optimize "$tmp/cpuonly.json" -o "$tmp/cpuonly.pol.json"
+says "optimize a CPU-only trace" "^error: $tmp/cpuonly.json: the step has no GPU operations (kernels, copies, memsets) to choose clocks for"
+says "optimize a CPU-only trace" "^note: .*--cpu-ops-as-kernels"
+[ -e "$tmp/cpuonly.pol.json" ] && { echo "FAIL: a policy was written for a CPU-only trace"; fails=$((fails + 1)); }
+expect 0 "optimize a CPU-only trace, its operators as kernels" -- "$emo" optimize "$tmp/cpuonly.json" --cpu-ops-as-kernels --no-check -o "$tmp/cpuonly.pol.json"
+# A step that is the run's start-up: its first launch keeps the host 60 ms while the GPU runs nothing
+# (CUDA loading the kernel's module), 92 % of the step: said by analyze, refused by optimize and run.
+cat >"$tmp/firstcall.json" <<'JSON'
+{"traceEvents":[
+{"ph":"X","cat":"cpu_op","name":"aten::cudnn_convolution","pid":1,"tid":1,"ts":0,"dur":60200},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":100,"dur":60000,"args":{"correlation":1}},
+{"ph":"X","cat":"kernel","name":"conv_kernel","pid":0,"tid":7,"ts":60110,"dur":5000,"args":{"device":0,"stream":7,"correlation":1}}]}
+JSON
+expect 0 "a step that is the run's start-up" -- "$emo" analyze "$tmp/firstcall.json"
+says "a step that is the run's start-up" "^warning: 1 runtime call(s) that do not wait on the GPU kept the host 60.000 ms (92 % of the step on the rank with the most) while its GPU ran nothing, e.g. cudaLaunchKernel inside aten::cudnn_convolution"
+expect 1 "optimize a step that is the run's start-up" -- "$emo" optimize "$tmp/firstcall.json" -o "$tmp/firstcall.pol.json"
+says "optimize a step that is the run's start-up" "^error: $tmp/firstcall.json: 92 % of its step (more than 50 %) is runtime calls that kept the host while the GPU ran nothing"
+says "optimize a step that is the run's start-up" "^note: give --accept-doubt"
+[ -e "$tmp/firstcall.pol.json" ] && { echo "FAIL: a policy was written for a start-up step"; fails=$((fails + 1)); }
+expect 1 "run a step that is the run's start-up" -- "$emo" run "$tmp/firstcall.json" -o "$tmp/firstcallrun"
+[ -e "$tmp/firstcallrun" ] && { echo "FAIL: a report was written for a start-up step"; fails=$((fails + 1)); }
+expect 0 "optimize a step that is the run's start-up, accepted" -- "$emo" optimize "$tmp/firstcall.json" --accept-doubt --no-check -o "$tmp/firstcall.pol.json"
 # A HIP graph replay whose kernels the profiler mostly left out (tests/data/traces/README.md):
 # hipStreamSynchronize blocks 29 ms after the last recorded kernel ended, 93 % of the step.
 partial="$(cd "$(dirname "$0")/../data/traces" && pwd)/mi300x_pi0_graph_replay_partial.json.gz"
@@ -532,7 +563,7 @@ says "optimize a step partly blocked on GPU work the trace did not record" "^war
 # SGLang's decode step waits 463 ms (98 %) before its first kernel, vLLM's 7.8 ms (41 %).
 late="$(dirname "$partial")/mi300x_sglang_qwen3_decode.json.gz"
 expect 0 "a step whose first kernel waits on unrecorded GPU work" -- "$emo" analyze "$late"
-says "a step whose first kernel waits on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 463.257 ms (98 % of the step) after their launch while their GPU ran nothing of the step"
+says "a step whose first kernel waits on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 463.252 ms (98 % of the step) after their launch while their GPU ran nothing of the step"
 expect 1 "optimize a step whose first kernel waits on unrecorded GPU work" -- "$emo" optimize "$late" --device h100 -o "$tmp/late.pol.json"
 says "optimize a step whose first kernel waits on unrecorded GPU work" "^error: .*mi300x_sglang_qwen3_decode.json.gz: 98 % of its step (more than 50 %) is GPU ops on the critical path waiting after their launch"
 says "optimize a step whose first kernel waits on unrecorded GPU work" "^note: give --accept-doubt"
@@ -541,7 +572,7 @@ expect 1 "run a step whose first kernel waits on unrecorded GPU work" -- "$emo" 
 [ -e "$tmp/laterun" ] && { echo "FAIL: a report was written for a step that waits on unrecorded GPU work"; fails=$((fails + 1)); }
 late2="$(dirname "$partial")/rocm_vllm_decode_graph_execution.json.gz"
 expect 0 "optimize a step partly waiting on unrecorded GPU work" -- "$emo" optimize "$late2" --device h100 --no-check -o "$tmp/late2.pol.json"
-says "optimize a step partly waiting on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 7.837 ms (41 % of the step)"
+says "optimize a step partly waiting on unrecorded GPU work" "^warning: 1 GPU op(s) on the critical path started 7.826 ms (41 % of the step)"
 [ -s "$tmp/late2.pol.json" ] || { echo "FAIL: no policy for a step partly waiting on unrecorded GPU work"; fails=$((fails + 1)); }
 # A trace without ProfilerStep is taken whole, and the text says so; one with it does not.
 expect 0 "a trace without ProfilerStep" -- "$emo" analyze "$late2"

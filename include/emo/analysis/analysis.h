@@ -158,6 +158,20 @@ struct LateGpuStarts {
 };
 LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a);
 
+// Runtime calls that do not wait on the GPU (launches, copies put on a stream, allocations, ...) yet kept
+// the host kOneTimeCallMinNs or more while no GPU op of the step ran on their rank: a first call's one-time
+// cost (CUDA loading a kernel's module on its first launch, cuDNN or cuBLAS setting up, a context or a large
+// allocation made), which the job's later steps do not pay. A launch that blocks on a full launch queue
+// blocks while the GPU runs: not counted. Each call counts its time with the GPU idle; `pct` is the largest
+// rank's sum against the step's measured span.
+inline constexpr int64_t kOneTimeCallMinNs = 10'000'000;
+struct OneTimeCalls {
+  int64_t calls = 0, ns = 0;  // over every rank
+  double pct = 0;             // the largest rank's share of the step (%)
+  std::string example;        // the longest: call, the operator it ran in, rank, thread
+};
+OneTimeCalls one_time_calls(const Workload& w, const Analysis& a);
+
 // GPU ops of the step that no launch call of the step started (launched before it: an earlier step's
 // work still queued when it began). They are counted in the step's GPU time and energy, so per-step
 // figures can exceed the job's by up to their share; said from kEarlierLaunchDoubtPct of the step's
@@ -176,7 +190,8 @@ EarlierLaunches earlier_launches(const Workload& w);
 // collectives_inconsistent), groups of ranks that share no collective with steps of different lengths
 // (kRankGroupSpanDoubtPct), launch calls whose GPU op is not in the trace (kLostLaunchDoubtPct), synchronize
 // calls that waited on GPU work the trace does not show (kUnrecordedWaitDoubtPct), GPU ops on the critical
-// path that started long after their launch on an idle GPU (late_gpu_starts, the same threshold), GPU ops
+// path that started long after their launch on an idle GPU (late_gpu_starts, the same threshold), runtime
+// calls that kept the host with the GPU idle (one_time_calls, the same share), GPU ops
 // launched before the step (kEarlierLaunchDoubtPct of its GPU time), a step the
 // profiler slowed against the job's untraced steps (kProfilerSlowdownDoubtPct), a replay away from the
 // measured step (kReplayDoubtPct).
