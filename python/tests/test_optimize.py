@@ -174,3 +174,17 @@ def test_a_step_whose_first_kernel_waits_on_unrecorded_gpu_work_is_refused(cli):
     assert "--accept-doubt" in e.value.note
     cli_run = cli.run("optimize", trace, "--device", "h100", check=False)
     assert cli_run.returncode == 1 and "98 % of its step" in cli_run.stderr
+
+
+def test_a_step_that_is_the_runs_start_up_is_refused(cli):
+    # A particle-transformer forward on an A100 recorded on its first iteration (tests/data/traces/README.md):
+    # its first cuDNN launch holds the host 626 ms of the 1,020 ms step while the GPU runs nothing.
+    trace = str(Path(__file__).resolve().parents[2] / "tests/data/traces/a100_particle_transformer_first_forward.json.gz")
+    said = [w for w in emo.analyze(trace).warnings if w.startswith("1 runtime call(s) that do not wait on the GPU")]
+    assert said and "cudaLaunchKernel inside aten::cudnn_convolution" in said[0]
+    with pytest.raises(emo.InputError) as e:
+        emo.optimize(trace, device="h100")
+    assert "61 % of its step (more than 50 %) is runtime calls that kept the host" in str(e.value)
+    assert "--accept-doubt" in e.value.note
+    cli_run = cli.run("optimize", trace, "--device", "h100", check=False)
+    assert cli_run.returncode == 1 and "61 % of its step" in cli_run.stderr
