@@ -344,32 +344,33 @@ Status refuse_doubtful_step(Session& s) {
                                   malformed > 0 ? fmt::format(" ({} malformed events were skipped on reading: import_stats in `emo analyze --json`)", malformed) : ""),
                       note);
   }
+  // A share of the step spent on what the trace does not show as the job's work: "P % of its step (more
+  // than 50 %) is WHAT, e.g. EXAMPLE: WHY".
+  const auto share_refused = [&](double pct, std::string_view what, const std::string& example, std::string_view why) {
+    return make_error(where,
+                      fmt::format("{:.0f} % of its step (more than {:g} %) is {}, e.g. {}: {}", pct,
+                                  kUnrecordedWaitRefusePct, what, example, why),
+                      note);
+  };
   const analysis::UnrecordedWaits uw = analysis::unrecorded_waits(w, **an);
   if (uw.pct > kUnrecordedWaitRefusePct) {
-    return make_error(where,
-                      fmt::format("{:.0f} % of its step (more than {:g} %) is synchronize calls blocked after the GPU work "
-                                  "the trace shows had ended, e.g. {}: the GPU ran work the trace does not record, and "
-                                  "clocks chosen for what it shows would not be this job's",
-                                  uw.pct, kUnrecordedWaitRefusePct, uw.example),
-                      note);
+    return share_refused(uw.pct, "synchronize calls blocked after the GPU work the trace shows had ended", uw.example,
+                         "the GPU ran work the trace does not record, and clocks chosen for what it shows would not be "
+                         "this job's");
   }
   const analysis::LateGpuStarts ls = analysis::late_gpu_starts(w, **an);
   if (ls.pct > kUnrecordedWaitRefusePct) {
-    return make_error(where,
-                      fmt::format("{:.0f} % of its step (more than {:g} %) is GPU ops on the critical path waiting after "
-                                  "their launch while their GPU ran nothing of the step, e.g. {}: the GPU ran work the "
-                                  "step does not show, and clocks chosen for what it shows would not be this job's",
-                                  ls.pct, kUnrecordedWaitRefusePct, ls.example),
-                      note);
+    return share_refused(ls.pct,
+                         "GPU ops on the critical path waiting after their launch while their GPU ran nothing of the step",
+                         ls.example,
+                         "the GPU ran work the step does not show, and clocks chosen for what it shows would not be this "
+                         "job's");
   }
   const analysis::OneTimeCalls ot = analysis::one_time_calls(w, **an);
   if (ot.pct > kUnrecordedWaitRefusePct) {
-    return make_error(where,
-                      fmt::format("{:.0f} % of its step (more than {:g} %) is runtime calls that kept the host while "
-                                  "the GPU ran nothing, e.g. {}: a first call's one-time cost, not the job's steady "
-                                  "state, and clocks chosen for this step would not be the job's; record a later step",
-                                  ot.pct, kUnrecordedWaitRefusePct, ot.example),
-                      note);
+    return share_refused(ot.pct, "runtime calls that kept the host while the GPU ran nothing", ot.example,
+                         "a first call's one-time cost, not the job's steady state, and clocks chosen for this step "
+                         "would not be the job's; record a later step");
   }
   const double err = (*an)->replay_error_pct;
   if (!(std::abs(err) > kReplayRefusePct)) return {};
