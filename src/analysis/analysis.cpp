@@ -313,6 +313,21 @@ Result<std::pair<size_t, size_t>> receive_plan(size_t files, dist::Comm& comm) {
                     "run the same emo command, with the same trace files, on every process");
 }
 
+// Intervals sorted and joined where they overlap: a GPU's busy time from its ops' [start, end).
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+Intervals merged_intervals(Intervals iv) {
+  std::sort(iv.begin(), iv.end());
+  Intervals out;
+  for (const auto& [b, e] : iv) {
+    if (!out.empty() && b <= out.back().second) {
+      out.back().second = std::max(out.back().second, e);
+    } else {
+      out.emplace_back(b, e);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::string>& paths) {
@@ -483,20 +498,11 @@ Analysis analyze(const Workload& w) {
     per_gpu[{lane.rank, lane.device}].emplace_back(tl.start(n), tl.end(n));
   }
   for (auto& [key, iv] : per_gpu) {
-    std::sort(iv.begin(), iv.end());
     GpuUsage u;
     u.rank = key.first;
     u.device = key.second;
     u.ops = static_cast<int64_t>(iv.size());
-    int64_t cur_s = iv[0].first, cur_e = iv[0].second;
-    for (const auto& [s, e] : iv) {
-      if (s > cur_e) {
-        u.busy_ns += cur_e - cur_s;
-        cur_s = s;
-      }
-      cur_e = std::max(cur_e, e);
-    }
-    u.busy_ns += cur_e - cur_s;
+    for (const auto& [b, e] : merged_intervals(std::move(iv))) u.busy_ns += e - b;
     u.idle_ns = std::max<int64_t>(0, tl.makespan_ns() - u.busy_ns);
     a.gpus.push_back(u);
   }
@@ -612,24 +618,17 @@ LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
   const graph::Graph& g = w.graph;
   // Each GPU's ops in the step as measured, merged into busy intervals; built for the GPUs a long launch
   // segment of the path lands on.
-  std::map<std::pair<uint32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> busy;
-  auto busy_of = [&](uint32_t rank, int32_t device) -> const std::vector<std::pair<int64_t, int64_t>>& {
+  std::map<std::pair<uint32_t, int32_t>, Intervals> busy;
+  auto busy_of = [&](uint32_t rank, int32_t device) -> const Intervals& {
     auto [it, fresh] = busy.try_emplace({rank, device});
     if (!fresh) return it->second;
-    std::vector<std::pair<int64_t, int64_t>> iv;
+    Intervals iv;
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       if (!graph::is_gpu(g.kind[n])) continue;
       const graph::Lane& l = g.lanes[g.lane[n]];
       if (l.rank == rank && l.device == device) iv.emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
     }
-    std::sort(iv.begin(), iv.end());
-    for (const auto& [s, e] : iv) {
-      if (!it->second.empty() && s <= it->second.back().second) {
-        it->second.back().second = std::max(it->second.back().second, e);
-      } else {
-        it->second.emplace_back(s, e);
-      }
-    }
+    it->second = merged_intervals(std::move(iv));
     return it->second;
   };
   int64_t longest = 0;
@@ -670,22 +669,11 @@ OneTimeCalls one_time_calls(const Workload& w, const Analysis& a) {
   const graph::Graph& g = w.graph;
   const size_t ranks = g.rank_paths.size();
   // Each rank's GPU ops in the step as measured (every device of the rank), merged into busy intervals.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> busy(ranks);
+  std::vector<Intervals> busy(ranks);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (graph::is_gpu(g.kind[n]) && g.rank[n] < ranks) busy[g.rank[n]].emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
   }
-  for (auto& iv : busy) {
-    std::sort(iv.begin(), iv.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (const auto& [b, e] : iv) {
-      if (!merged.empty() && b <= merged.back().second) {
-        merged.back().second = std::max(merged.back().second, e);
-      } else {
-        merged.emplace_back(b, e);
-      }
-    }
-    iv = std::move(merged);
-  }
+  for (Intervals& iv : busy) iv = merged_intervals(std::move(iv));
   std::vector<int64_t> per_rank(ranks, 0);
   int64_t longest = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
