@@ -481,7 +481,7 @@ Analysis analyze(const Workload& w) {
   replay::Replayer rp(g);
   replay::Timeline tl;
   rp.run(tl);
-  a.measured_span_ns = g.measured_end_ns() - g.measured_begin_ns();
+  a.measured_span_ns = g.measured_span_ns();
   a.replayed_span_ns = tl.makespan_ns();
   a.replay_error_pct = a.measured_span_ns > 0
                            ? 100.0 * static_cast<double>(a.replayed_span_ns - a.measured_span_ns) /
@@ -635,6 +635,8 @@ LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
   for (const replay::CriticalPath::Segment& s : a.critical_path.segments) {
     if (!s.is_edge || s.edge != graph::EdgeKind::kLaunch || s.ns < kUnrecordedWaitMinNs) continue;
     if (s.node >= g.num_nodes() || !graph::is_gpu(g.kind[s.node])) continue;
+    // Queued behind an earlier step's work (Graph::queued_ops): the step is taken as the loop's period.
+    if (std::find(g.queued_ops.begin(), g.queued_ops.end(), s.node) != g.queued_ops.end()) continue;
     const graph::Lane& lane = g.lanes[g.lane[s.node]];
     // The window the op waited in, as measured: from the launch call's return (the call's own time is the
     // host's: a slow first launch, one_time_calls) to the op's start.
@@ -1060,6 +1062,11 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"thread_waits", bs.thread_waits},
                        {"thread_wait_us", round3(us(bs.thread_wait_ns))},
                        {"thread_wait_example", bs.thread_wait_example},
+                       // GPU ops that waited on an earlier step's queued GPU work: the wait left out
+                       // (measured_span_us is the step without the longest).
+                       {"queued_waits", bs.queued_waits},
+                       {"queued_wait_us", round3(us(bs.queued_wait_ns))},
+                       {"queued_wait_example", bs.queued_wait_example},
                        {"notes", bs.notes}};
   if (per_kernel) {
     json ks = json::array();
@@ -1082,8 +1089,13 @@ std::string to_text(const Workload& w, const Analysis& a) {
   std::string s;
   s += fmt::format("{} rank(s), {} events, {} nodes, {} edges\n", w.ranks.size(), w.events, g.num_nodes(),
                    g.edges.size());
-  s += fmt::format("step span: measured {:.3f} ms, replayed {:.3f} ms (error {:+.3f} %)\n",
-                   us(a.measured_span_ns) / 1000, us(a.replayed_span_ns) / 1000, a.replay_error_pct);
+  const std::string queued =
+      g.queued_ops.empty()
+          ? std::string()
+          : fmt::format(" (the loop's period: its GPU runs behind its host; from the host's start to the GPU's end, {:.3f} ms)",
+                        us(g.measured_end_ns() - g.measured_begin_ns()) / 1000);
+  s += fmt::format("step span: measured {:.3f} ms{}, replayed {:.3f} ms (error {:+.3f} %)\n",
+                   us(a.measured_span_ns) / 1000, queued, us(a.replayed_span_ns) / 1000, a.replay_error_pct);
   s += "critical path:";
   for (const auto& part : a.critical_path.breakdown) {
     if (part.ns > 0) {
@@ -1148,6 +1160,13 @@ std::string to_text(const Workload& w, const Analysis& a) {
                      bs.thread_waits > 0 ? fmt::format("; {} thread(s) wait for the autograd thread, {:.3f} ms; e.g. {}",
                                                        bs.thread_waits, us(bs.thread_wait_ns) / 1000, bs.thread_wait_example)
                                          : std::string());
+  }
+  if (bs.queued_waits > 0) {
+    s += fmt::format("note: {} GPU op(s) of the step waited for work launched before it (an earlier step's, still "
+                     "queued on a GPU that runs behind its host), e.g. {}: the step is the loop's period, the longer "
+                     "of its host's span and the time from the first of them starting to its end (queued_waits in "
+                     "import_stats of --json)\n",
+                     bs.queued_waits, bs.queued_wait_example);
   }
   if (g.stats.edges_dropped_inconsistent > 0) {
     s += fmt::format(

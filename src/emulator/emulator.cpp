@@ -54,6 +54,8 @@ double RunResult::mean_step_ns() const {
 }
 
 namespace {
+// The most unmeasured steps a run starts with for a loop whose GPU runs behind its host (EmulatedGpu::run).
+constexpr int64_t kMaxWarmUpSteps = 16;
 
 // Deterministic normal draws from a counter (Box–Muller on two hashes).
 double normal(uint64_t key) {
@@ -235,15 +237,29 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     }
     return integrate(memo, truth[i], lines[op.rank], at, double(base) * jit(i));
   };
-  for (int rep = 0; rep < options.steps; ++rep) {
-    step_bounds.push_back(step_start);
-    for (RankEnergy& re : energy) re.bounds.push_back(re.sweep.ask(step_start));
+  // A loop whose GPU runs behind its host (steps whose GPU ops wait on earlier steps' queued work): steps
+  // first, unmeasured, as many as the GPU's lag behind the step's start holds periods (a step run once at
+  // the starting clock tells), so that the first measured step begins on the earlier steps' GPU work as in
+  // the job: every measured step's window then holds one period of GPU work, and a traced step comes with
+  // the steps its queued ops wait on.
+  int warm = 0;
+  if (program.pipelined()) {
+    rep_key = detail::mix64(options.seed ^ seed_ ^ 0x3a9e5ull);
+    EMO_RETURN_IF_ERROR(program.run(dur_at));
+    const int64_t period = std::max<int64_t>(1, program.period_ns());
+    warm = static_cast<int>(std::clamp<int64_t>((program.end_ns() - 1) / period, 1, kMaxWarmUpSteps));
+  }
+  for (int rep = -warm; rep < options.steps; ++rep) {
+    if (rep >= 0) {
+      step_bounds.push_back(step_start);
+      for (RankEnergy& re : energy) re.bounds.push_back(re.sweep.ask(step_start));
+    }
     // Online: the runtime says what it issues in this step (times from the run's start).
     std::vector<std::vector<ClockChange>> online;
     int64_t issue_origin = step_start;
     if (schedule.online) {
       online.assign(n_ranks, {});
-      schedule.online(rep, step_start, online);
+      if (rep >= 0) schedule.online(rep, step_start, online);
       issue_origin = 0;
       for (const auto& changes : online) {
         for (const ClockChange& c : changes) {
@@ -270,13 +286,15 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     }
     rep_key = detail::mix64(options.seed ^ (uint64_t(rep) << 32) ^ seed_);
     EMO_RETURN_IF_ERROR(program.run(dur_at));
-    const int64_t span = program.end_ns();
-    out.step_ns.push_back(span);
+    const int64_t span = program.period_ns();
+    if (rep >= 0) out.step_ns.push_back(span);
     for (uint32_t i = 0; i < n_ops; ++i) {
       const int64_t b = program.op_start(i) + step_start, e = program.op_end(i) + step_start;
       if (e > b) energy[gops[i].rank].sweep.add_op(b, e, truth[i]);
     }
-    if (rep >= options.steps - options.trace_steps) traced.push_back(detail::TracedStep::of(program, step_start));
+    // A pipelined loop's traced steps come with the ones before (their GPU work runs into the first of them).
+    if (options.trace_steps > 0 && rep >= options.steps - options.trace_steps - warm)
+      traced.push_back(detail::TracedStep::of(program, step_start));
     step_start += span;
     // Every op of the step ends by its end; the changes of later steps take effect at or after their
     // step's start plus the schedule's earliest issue time, and never before the last change so far
@@ -304,18 +322,24 @@ Result<RunResult> EmulatedGpu::run(const std::vector<trace::RankTrace>& ranks, c
     re.bounds.push_back(re.sweep.ask(run_end));
     ask_until(re, -1, run_end);
     re.sweep.finish(run_end);
-    rr.energy_j = re.sweep.total_j();
+    // After warm-up steps, from the first measured step's start to the run's end (which holds the warm-up
+    // steps' GPU tail as the last steps' runs past it).
+    rr.energy_j = warm > 0 ? re.sweep.answer(re.bounds.back()) - re.sweep.answer(re.bounds.front()) : re.sweep.total_j();
     rr.gpu_busy_ns = re.sweep.busy_ns();
     for (size_t i = 0; i + 1 < re.bounds.size(); ++i)
       out.step_energy_j[i] += re.sweep.answer(re.bounds[i + 1]) - re.sweep.answer(re.bounds[i]);
-    out.energy_j += re.sweep.total_j();
+    out.energy_j += rr.energy_j;
     if (options.probe_period_ns > 0) {
       rr.probe_origin_ns = detail::kTraceOriginOffsetNs;
       rr.probe_period_ns = options.probe_period_ns;
       for (size_t slot : re.probes) rr.probe_j.push_back(re.sweep.answer(slot));
     }
-    for (const auto& [ti, slot] : re.readings)
+    // After warm-up steps, the readings of the measured steps alone (the warm-up begins on an idle GPU
+    // that the job's steady state never sees; the last steps' GPU tail runs past the run's end).
+    for (const auto& [ti, slot] : re.readings) {
+      if (warm > 0 && (ti < step_bounds.front() || ti > run_end)) continue;
       rr.energy.push_back({ti + detail::kTraceOriginOffsetNs, int64_t(re.origin_mj + re.sweep.answer(slot) * 1e3)});
+    }
   }
 
   // ---- traces of the last steps ----

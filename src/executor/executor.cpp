@@ -78,6 +78,7 @@ struct Op {
   int64_t launch_ms = kUnset;  // measured start of the launching call
   bool fixed = false;      // starts no earlier than its measured start, tied to no call
   bool after_wait = false;  // the first op its thread launched after a stream wait
+  bool queued = false;      // waited on an earlier step's queued work (find_queued_ops)
   bool launched = false;
   int64_t launch_t = 0;    // executed start of the launching call
   int coll = -1;           // matched collective group
@@ -203,6 +204,7 @@ class Executor {
     mark_isolated_threads();
     scale_cpu_work();
     classify_calls();
+    find_queued_ops();
     for (uint32_t r = 0; r < ranks_.size(); ++r) typical_latencies(r);
     match_collectives();
     apply_durations();
@@ -224,6 +226,31 @@ class Executor {
   const std::vector<Thread>& all_threads() const { return threads_; }
   int64_t call_start_at(size_t c) const { return call_start_[c]; }
   int64_t call_end_at(size_t c) const { return call_end_[c]; }
+  // The step's span as the loop runs it: where the step holds GPU ops queued behind an earlier step's
+  // work (find_queued_ops), the longer of the host's span and the time from the first of them starting
+  // to the end (graph::Graph::measured_span_ns); else from the origin to the end.
+  bool has_queued_ops() const { return !queued_.empty(); }
+  int64_t executed_period() const { return period(false, executed_end() - origin_); }
+  // The span as the loop runs it, measured (the trace's times) or executed, given the span from the
+  // step's begin to its end: that span where no op is queued, else the longer of the host's span and the
+  // time from the first queued op starting to the end.
+  int64_t period(bool measured, int64_t span) const {
+    if (queued_.empty()) return span;
+    int64_t anchor = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
+    for (int i : queued_) {
+      const Op& o = ops_[static_cast<size_t>(i)];
+      anchor = std::min(anchor, measured ? o.ms : o.start);
+    }
+    for (const Op& o : ops_) end = std::max(end, measured ? o.me : o.end);
+    int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
+    for (const Thread& x : threads_) {
+      if (!x.in_span || x.end == kUnset) continue;
+      h0 = std::min(h0, measured ? x.begin : x.begin_exec);
+      h1 = std::max(h1, measured ? x.end_meas : x.end);
+    }
+    end = std::max(end, h1);
+    return std::max(h1 > h0 ? h1 - h0 : 0, end - anchor);
+  }
   int64_t executed_end() const {
     int64_t e = origin_;
     for (const Thread& x : threads_) {
@@ -235,6 +262,25 @@ class Executor {
 
  private:
   // ---------- the program, from the trace ----------
+  // As graph::Graph::queued_ops: GPU ops that started kQueuedWaitMinNs or more after the later of their
+  // launch call's start and their stream's op before's end (event waits are resolved only as the program
+  // runs) while their GPU ran work launched before the step (trace::RankTrace::prior_gpu_busy, 90 % of
+  // that time or more): queued behind an earlier step's work. Their wait is no typical launch latency.
+  void find_queued_ops() {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      Op& o = ops_[i];
+      const Stream& st = stream(o.stream);
+      int64_t from = o.call >= 0 ? calls_[static_cast<size_t>(o.call)].ms : kUnset;
+      if (o.pos > 0) from = std::max(from, op(st.ops[o.pos - 1]).me);
+      if (from == kUnset || o.ms - from < trace::kQueuedWaitMinNs) continue;
+      const int64_t base = info_[o.rank].base;
+      if (trace::prior_busy_covers(ranks_[o.rank].prior_gpu_busy, st.device, from - base, o.ms - base)) {
+        o.queued = true;
+        queued_.push_back(static_cast<int>(i));
+      }
+    }
+  }
+
   void collect_ops() {
     std::map<std::tuple<uint32_t, int32_t, int32_t>, int> stream_of;
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
@@ -670,7 +716,8 @@ class Executor {
       const Stream& s = stream(si);
       for (size_t p = 0; p < s.ops.size(); ++p) {
         const Op& o = op(s.ops[p]);
-        if (o.fixed || o.call < 0 || o.after_wait) continue;
+        // A wait for an earlier step's queued work is no launch latency (as the graph's medians).
+        if (o.fixed || o.call < 0 || o.after_wait || o.queued) continue;
         if (p == 0 || op(s.ops[p - 1]).me <= o.launch_ms) lat.push_back(std::max<int64_t>(0, o.ms - o.launch_ms));
       }
     }
@@ -1419,8 +1466,9 @@ class Executor {
                 [](const GpuOpTime& x, const GpuOpTime& y) { return x.event < y.event; });
     }
     stats_.blocking_calls = count_blocking_calls();
-    ex.measured_span_ns = je_m > jb_m ? je_m - jb_m : 0;
-    ex.span_ns = je > jb ? je - jb : 0;
+    ex.measured_span_ns = period(true, je_m > jb_m ? je_m - jb_m : 0);
+    ex.span_ns = period(false, je > jb ? je - jb : 0);
+    ex.pipelined = !queued_.empty();
     ex.stats = stats_;
     return ex;
   }
@@ -1440,6 +1488,7 @@ class Executor {
   Scenario sc_;
   std::vector<RankInfo> info_;
   std::vector<Op> ops_;
+  std::vector<int> queued_;  // find_queued_ops
   std::vector<Stream> streams_;
   std::vector<Call> calls_;
   // Each rank's streams and calls, in index order (index_by_rank), so that a rank's loops do not scan
@@ -1592,6 +1641,8 @@ int64_t Program::thread_end(uint32_t thread) const {
   return impl_->x.all_threads()[thread].end - impl_->x.origin();
 }
 int64_t Program::end_ns() const { return impl_->x.executed_end() - impl_->x.origin(); }
+int64_t Program::period_ns() const { return impl_->x.executed_period(); }
+bool Program::pipelined() const { return impl_->x.has_queued_ops(); }
 
 Result<std::vector<trace::RankTrace>> load_step(const std::vector<std::string>& paths, std::optional<int64_t> step) {
   if (paths.empty()) return make_error("", "no trace given");

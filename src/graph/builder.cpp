@@ -1225,6 +1225,38 @@ class Builder {
     return is_end(p) ? g_.meas_end_ns[node_of(p)] : g_.meas_start_ns[node_of(p)];
   }
 
+  // GPU ops whose binding edge (their launch, their stream's op before, an event wait) leaves them a wait of
+  // kQueuedWaitMinNs or more during which their GPU ran work launched before the step
+  // (RankTrace::prior_gpu_busy, 90 % of the wait or more): queued behind an earlier step's work still on a
+  // GPU that runs behind its host (Graph::queued_ops). The wait stays in the graph (the edge's measured
+  // latency, as every binding edge's), but it is no inherent latency: marked, to leave it out of the medians.
+  std::vector<uint8_t> queued_waits(const std::vector<uint32_t>& binding) {
+    std::vector<uint8_t> queued(g_.edges.size(), 0);
+    for (PointId p = 0; p < binding.size(); ++p) {
+      if (binding[p] == kNoId || is_end(p)) continue;
+      const Edge& e = g_.edges[binding[p]];
+      const NodeId n = node_of(p);
+      if (!is_gpu(g_.kind[n]) || g_.lane[n] >= g_.lanes.size()) continue;
+      if (e.kind != EdgeKind::kLaunch && e.kind != EdgeKind::kStream && e.kind != EdgeKind::kCrossStream) continue;
+      const int64_t from = meas(e.src), start = meas(p);
+      if (start - from < kQueuedWaitMinNs) continue;
+      const uint32_t r = g_.rank[n];
+      const int32_t device = g_.lanes[g_.lane[n]].device;
+      const int64_t shift = rank_base_[r] - g_.rank_offset_ns[r];
+      if (!trace::prior_busy_covers(ranks_[r].prior_gpu_busy, device, from - shift, start - shift)) continue;
+      queued[binding[p]] = 1;
+      g_.queued_ops.push_back(n);
+      ++g_.stats.queued_waits;
+      if (start - from > g_.stats.queued_wait_ns) {
+        g_.stats.queued_wait_ns = start - from;
+        g_.stats.queued_wait_example = fmt::format(
+            "{} on rank {} stream {}, waited {:.3f} ms", std::string(g_.strings.view(g_.name[n])),
+            g_.rank_ids[r], g_.lanes[g_.lane[n]].stream, static_cast<double>(start - from) / 1e6);
+      }
+    }
+    return queued;
+  }
+
   void assign_latencies() {
     const size_t points = g_.num_points();
     // Group edges by destination point (counting sort).
@@ -1242,6 +1274,7 @@ class Builder {
     std::vector<std::vector<int64_t>> binding_gaps(kKinds);
     std::vector<uint32_t> binding(points, kNoId);
     std::vector<uint8_t> drop(g_.edges.size(), 0);
+    std::vector<int64_t> best_gap(points, 0);
     for (PointId p = 0; p < points; ++p) {
       int64_t best = std::numeric_limits<int64_t>::max();
       if (is_end(p)) {
@@ -1261,10 +1294,13 @@ class Builder {
           binding[p] = order[k];
         }
       }
-      if (binding[p] != kNoId) {
-        const Edge& e = g_.edges[binding[p]];
-        binding_gaps[static_cast<int>(e.kind)].push_back(std::max<int64_t>(0, best));
-      }
+      best_gap[p] = best;
+    }
+    // A wait for an earlier step's queued work is no launch latency: left out of the medians too.
+    const std::vector<uint8_t> queued = queued_waits(binding);
+    for (PointId p = 0; p < points; ++p) {
+      if (binding[p] == kNoId || queued[binding[p]]) continue;
+      binding_gaps[static_cast<int>(g_.edges[binding[p]].kind)].push_back(std::max<int64_t>(0, best_gap[p]));
     }
     int64_t inherent[kKinds];
     for (int k = 0; k < kKinds; ++k) inherent[k] = upper_median(binding_gaps[k], int64_t{0});

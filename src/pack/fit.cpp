@@ -436,7 +436,7 @@ Status digest_run(const analysis::Workload& base, const Packing& packing, Profil
     }
   }
   ProfiledRun::Digest d;
-  d.step_s = double(pg.measured_end_ns() - pg.measured_begin_ns()) * 1e-9;  // a scan of the graph
+  d.step_s = double(pg.measured_span_ns()) * 1e-9;  // a scan of the graph
   d.spans.resize(n_gpu);
   for (size_t r = 0; r < n_gpu; ++r) {
     const GpuOps& go = packing.gpus[r];

@@ -19,6 +19,21 @@ using graph::PointId;
 Replayer::Replayer(const graph::Graph& g) : g_(g) {}
 
 namespace {
+// Where the step begins when it holds GPU ops queued behind an earlier step's work (Graph::queued_ops):
+// its span is the loop's period, the longer of the host's span and the time from the first of them
+// starting to the end (Graph::measured_span_ns on the replayed times).
+int64_t period_begin(const graph::Graph& g, const int64_t* t, int64_t end) {
+  int64_t anchor = std::numeric_limits<int64_t>::max();
+  for (NodeId n : g.queued_ops) anchor = std::min(anchor, t[graph::start_point(n)]);
+  int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kCollective || !g.counts_for_span(n)) continue;
+    h0 = std::min(h0, t[graph::start_point(n)]);
+    h1 = std::max(h1, t[graph::end_point(n)]);
+  }
+  return end - std::max(h1 > h0 ? h1 - h0 : 0, end - anchor);
+}
+
 template <class DurFn>
 void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
   const size_t points = g_.num_points();
@@ -53,6 +68,7 @@ void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
     }
   }
   if (points == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
+  if (!g_.queued_ops.empty() && points > 0) begin = period_begin(g_, t, end);
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;
@@ -90,6 +106,7 @@ void span_of(const graph::Graph& g, Timeline& out) {
     }
   }
   if (g.num_points() == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
+  if (!g.queued_ops.empty() && g.num_points() > 0) begin = period_begin(g, t, end);
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;

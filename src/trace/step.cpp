@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "detail.h"
@@ -78,6 +80,7 @@ struct Selection {
   static constexpr size_t kNoEvent = static_cast<size_t>(-1);
   size_t first_cut = kNoEvent;
   size_t first_outside = kNoEvent;  // the first other event not kept
+  std::vector<PriorGpuBusy> prior;  // see RankTrace::prior_gpu_busy
 };
 
 // `annotations_in_span`: GPU annotations inside the span itself are kept too
@@ -93,12 +96,16 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
   // CPU side: events fully inside the span, on any thread. Those that only
   // overlap it (an enclosing "[param|cuda]" range, a thread op that straddles
   // the boundary) are dropped and counted.
-  std::unordered_set<int64_t> kept_corr, all_launch_corr;
+  std::unordered_set<int64_t> kept_corr;
+  std::unordered_map<int64_t, int64_t> all_launch_corr;  // correlation -> its earliest call's start
   for (size_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (!is_cpu_side(e.kind)) continue;
     const bool runtime = e.kind == EventKind::kRuntime || e.kind == EventKind::kDriver;
-    if (runtime && e.correlation != kNone) all_launch_corr.insert(e.correlation);
+    if (runtime && e.correlation != kNone) {
+      auto [it, fresh] = all_launch_corr.try_emplace(e.correlation, e.ts_ns);
+      if (!fresh) it->second = std::min(it->second, e.ts_ns);
+    }
     const int64_t end = e.ts_ns + e.dur_ns;
     if (e.ts_ns >= s0 && end <= s1) {
       keep[i] = 1;
@@ -119,6 +126,9 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
       k = true;
     } else if (e.correlation == kNone || all_launch_corr.count(e.correlation) == 0) {
       k = e.ts_ns >= s0 && e.ts_ns <= s1;
+    } else if (is_gpu_op(e.kind) && e.ts_ns + e.dur_ns > s0 &&
+               all_launch_corr.find(e.correlation)->second < s0) {
+      sel.prior.push_back(PriorGpuBusy{e.device, std::max(e.ts_ns, s0), e.ts_ns + e.dur_ns});
     }
     if (!k) continue;
     keep[i] = 1;
@@ -152,7 +162,24 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
   return sel;
 }
 
+// Spans of one device that overlap or lie closer than kPriorBusyMergeNs joined: by device, then time.
+std::vector<PriorGpuBusy> merged(std::vector<PriorGpuBusy> v) {
+  std::sort(v.begin(), v.end(), [](const PriorGpuBusy& a, const PriorGpuBusy& b) {
+    return std::tie(a.device, a.begin_ns, a.end_ns) < std::tie(b.device, b.begin_ns, b.end_ns);
+  });
+  std::vector<PriorGpuBusy> out;
+  for (const PriorGpuBusy& b : v) {
+    if (!out.empty() && out.back().device == b.device && b.begin_ns <= out.back().end_ns + kPriorBusyMergeNs) {
+      out.back().end_ns = std::max(out.back().end_ns, b.end_ns);
+    } else {
+      out.push_back(b);
+    }
+  }
+  return out;
+}
+
 void apply(RankTrace& t, const Selection& sel) {
+  t.prior_gpu_busy = merged(sel.prior);
   detail::compact(t, sel.keep);
   detail::rebase(t);
   detail::rebuild_steps(t);

@@ -58,6 +58,10 @@ void rebase(RankTrace& t) {
   for (Event& e : t.events) e.ts_ns -= first;
   for (Step& s : t.steps) s.ts_ns -= first;
   if (t.window) t.window->ts_ns -= first;
+  for (PriorGpuBusy& b : t.prior_gpu_busy) {
+    b.begin_ns -= first;
+    b.end_ns -= first;
+  }
 }
 
 void sort_events(RankTrace& t) {

@@ -14,7 +14,7 @@ namespace emo::trace {
 namespace {
 
 constexpr char kMagic[4] = {'E', 'M', 'O', 'W'};
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 
 class Writer {
  public:
@@ -99,6 +99,7 @@ std::string to_wire(const RankTrace& t) {
   w.vec(t.steps);
   w.pod(static_cast<uint8_t>(t.window.has_value()));
   w.pod(t.window.value_or(ProfilerWindow{}));
+  w.vec(t.prior_gpu_busy);
   w.pod(static_cast<uint64_t>(t.stats.rows.size()));
   for (const ImportStat& r : t.stats.rows) {
     w.str(r.what);
@@ -139,6 +140,7 @@ Result<RankTrace> from_wire(std::string_view bytes) {
   const auto window = r.pod<ProfilerWindow>();
   if (has_window > 1) return make_error(t.path, "a rank trace from another process arrived cut short or corrupt");
   if (has_window == 1) t.window = window;
+  r.vec(t.prior_gpu_busy);
   const auto rows = r.pod<uint64_t>();
   for (uint64_t i = 0; r.ok() && i < rows; ++i) {
     ImportStat s;

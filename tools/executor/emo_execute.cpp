@@ -47,6 +47,7 @@ json spans(const Execution& ex) {
   j["measured_span_us"] = us(ex.measured_span_ns);
   j["span_us"] = us(ex.span_ns);
   j["error_pct"] = ex.error_pct();
+  j["pipelined"] = ex.pipelined;
   return j;
 }
 

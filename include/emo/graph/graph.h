@@ -8,6 +8,7 @@
 // vector given to the replay, never a copy of the graph.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -131,8 +132,15 @@ struct BuildStats {
   int64_t thread_wait_ns = 0;          // measured time of those waits up to the other thread's end
   int64_t thread_waits_without_flows = 0;  // of them, on a rank without fwdbwd flows (add_engine_waits)
   std::string thread_wait_example;
+  // GPU ops that started kQueuedWaitMinNs or more after what bound them in the step while their GPU ran work
+  // launched before it (trace::RankTrace::prior_gpu_busy: an earlier step's, on a GPU that runs behind its
+  // host; Graph::queued_ops). queued_wait_ns: the longest such wait; queued_wait_example names its op.
+  int64_t queued_waits = 0;
+  int64_t queued_wait_ns = 0;
+  std::string queued_wait_example;
   std::vector<std::string> notes;
 };
+using trace::kQueuedWaitMinNs;
 
 struct Graph {
   // ---- nodes (struct of arrays, indexed by NodeId) ----
@@ -148,6 +156,10 @@ struct Graph {
   // replayed like any node, but they neither start nor end the step, so they
   // are never on its critical path and never bound another node's slack.
   std::vector<uint8_t> on_waiting_thread;
+  // GPU ops that waited on an earlier step's work still queued on their GPU (BuildStats::queued_waits):
+  // the GPU runs behind its host, and the step is the loop's period,
+  // max(host span, step end - the first of them starting), not the host's start to the step's end.
+  std::vector<NodeId> queued_ops;
   bool counts_for_span(NodeId n) const { return n >= on_waiting_thread.size() || on_waiting_thread[n] == 0; }
 
   // ---- edges, and in-edges of each point in CSR form ----
@@ -179,6 +191,10 @@ struct Graph {
   // those of threads that only wait).
   int64_t measured_begin_ns() const;
   int64_t measured_end_ns() const;
+  // The measured step as the replay reproduces it: the hull (measured_end_ns - measured_begin_ns), or the
+  // loop's period where the step holds GPU ops queued behind an earlier step's work (queued_ops): the
+  // longer of the host's span and the time from the first of them starting to the step's end.
+  int64_t measured_span_ns() const;
 };
 
 // Builds the graph of the given ranks' traces (already windowed to one step).

@@ -136,6 +136,30 @@ struct ProfilerWindow {
   int64_t dur_ns = 0;
 };
 
+// A GPU's time, inside the selected step, taken by ops launched before it (select_step drops them): an
+// earlier step's work still queued when the step began, on a GPU that runs behind its host. One merged
+// span per device and run of such ops (gaps under kPriorBusyMergeNs joined), in trace time.
+struct PriorGpuBusy {
+  int32_t device = -1;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+inline constexpr int64_t kPriorBusyMergeNs = 100'000;
+// The shortest wait of a GPU op on an earlier step's queued work that counts (graph::Graph::queued_ops).
+inline constexpr int64_t kQueuedWaitMinNs = 200'000;
+// Whether `busy` (prior_gpu_busy) holds device `device` for at least 90 % of [begin_ns, end_ns) (trace time):
+// a GPU op launched at begin_ns and started at end_ns waited on an earlier step's queued work.
+inline bool prior_busy_covers(const std::vector<PriorGpuBusy>& busy, int32_t device, int64_t begin_ns, int64_t end_ns) {
+  if (end_ns <= begin_ns) return false;
+  int64_t covered = 0;
+  for (const PriorGpuBusy& b : busy) {
+    if (b.device != device) continue;
+    const int64_t lo = b.begin_ns > begin_ns ? b.begin_ns : begin_ns, hi = b.end_ns < end_ns ? b.end_ns : end_ns;
+    if (hi > lo) covered += hi - lo;
+  }
+  return 10 * covered >= 9 * (end_ns - begin_ns);
+}
+
 struct RankTrace {
   std::string path;          // as given by the user (for messages)
   int rank = -1;             // distributedInfo.rank; -1 when absent
@@ -151,6 +175,8 @@ struct RankTrace {
   std::vector<CollectiveArgs> collectives;
   std::vector<Step> steps;    // sorted by ts
   std::optional<ProfilerWindow> window;  // absent: the trace has no Trace span
+  // After select_step: the GPUs' time in the step taken by ops launched before it (by device, then time).
+  std::vector<PriorGpuBusy> prior_gpu_busy;
   ImportStats stats;
 
   std::string_view name_of(const Event& e) const { return strings.view(e.name); }
@@ -175,7 +201,9 @@ std::string to_wire(const RankTrace& t);
 Result<RankTrace> from_wire(std::string_view bytes);
 
 // Restricts `t` to one ProfilerStep: CPU events inside the step span, GPU ops
-// launched (by correlation) from inside it, and sync records inside it.
+// launched (by correlation) from inside it, and sync records inside it. The GPU ops
+// launched before the step that ran into it are dropped but their time on each GPU
+// is kept in prior_gpu_busy.
 // `step` = the ProfilerStep number; nullopt = the last complete step. A trace
 // with no ProfilerStep is restricted the same way to its profiler window (the
 // Trace span), which drops stray events a background thread recorded after the

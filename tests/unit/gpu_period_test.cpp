@@ -1,0 +1,194 @@
+// A loop whose GPU runs behind its host (docs/replay.md): the step's GPU op waits on the step before's,
+// still queued on the GPU, and the step is the loop's period, max(host span, end - the queued op's start).
+// Times in µs. ProfilerStep#1 [0,1000] launches K1 at 10 (it runs [20,1520]); #2 [1000,2000] launches K2
+// at 1010, which waits for K1 and runs [1520,3020]: the host's period 1000, the GPU's 1500.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "emo/analysis/analysis.h"
+#include "emo/device/profile.h"
+#include "emo/emulator/emulator.h"
+#include "emo/executor/executor.h"
+#include "emo/replay/replay.h"
+#include "test_util.h"
+#include "trace_json.h"
+
+namespace emo {
+namespace {
+
+using test::TraceJson;
+
+// Three host steps of 500 µs each launching a 1,500 µs kernel: the GPU runs two steps behind its host when
+// the last one launches K3 at 1010 (it starts at 3020, after K1 [20,1520] and K2 [1520,3020]).
+std::string three_short_steps() {
+  return TraceJson()
+      .step(1, 0, 500)
+      .launch("K1", 7, 10, 20, 1500, 1)
+      .step(2, 500, 500)
+      .launch("K2", 7, 510, 1520, 1500, 2)
+      .step(3, 1000, 500)
+      .launch("K3", 7, 1010, 3020, 1500, 3)
+      .str();
+}
+
+std::string two_steps() {
+  return TraceJson()
+      .step(1, 0, 1000)
+      .launch("K1", 7, 10, 20, 1500, 1)
+      .step(2, 1000, 1000)
+      .launch("K2", 7, 1010, 1520, 1500, 2)
+      .str();
+}
+
+TEST(GpuPeriod, AStepQueuedBehindTheOneBeforeIsTheLoopsPeriod) {
+  const analysis::Workload w = test::workload_of({two_steps()});
+  ASSERT_FALSE(w.ranks.empty());
+  const graph::Graph& g = w.graph;
+  ASSERT_EQ(g.queued_ops.size(), 1u);
+  EXPECT_EQ(g.strings.view(g.name[g.queued_ops[0]]), "K2");
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_EQ(a.measured_span_ns, 1'500'000);  // the GPU's period, not the host's start to K2's end (2,020)
+  EXPECT_EQ(a.replayed_span_ns, 1'500'000);
+  EXPECT_EQ(analysis::late_gpu_starts(w, a).ops, 0);  // its wait is the step before's work, not unrecorded
+
+  // K2 twice as long: the period doubles; halved: the host's 1,000 bound it.
+  replay::Replayer rp(g);
+  std::vector<int64_t> dur = g.dur_ns;
+  replay::Timeline base, tl;
+  rp.run(base);
+  for (int64_t f : {2, 0}) {
+    dur = g.dur_ns;
+    for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (graph::is_gpu(g.kind[n])) dur[n] = f == 2 ? 2 * g.dur_ns[n] : g.dur_ns[n] / 2;
+    }
+    rp.run(dur, tl);
+    EXPECT_EQ(tl.makespan_ns(), f == 2 ? 3'000'000 : 1'000'000) << f;
+    // The Rereplayer gives run()'s answer.
+    replay::Timeline re = base;
+    replay::Rereplayer(g).update(g.dur_ns, dur, re);
+    EXPECT_EQ(re.makespan_ns(), tl.makespan_ns()) << f;
+    EXPECT_EQ(re.t_ns, tl.t_ns) << f;
+  }
+}
+
+TEST(GpuPeriod, TheExecutorRunsTheSameStepAsTheLoopsPeriod) {
+  const analysis::Workload w = test::workload_of({two_steps()});
+  ASSERT_FALSE(w.ranks.empty());
+  auto p = executor::Program::compile(w.ranks);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->pipelined());
+  ASSERT_TRUE(p->run([&](uint32_t i, int64_t) { return p->gpu_ops()[i].dur_ns; }).ok());
+  EXPECT_EQ(p->period_ns(), 1'500'000);
+  ASSERT_TRUE(p->run([&](uint32_t i, int64_t) { return 2 * p->gpu_ops()[i].dur_ns; }).ok());
+  EXPECT_EQ(p->period_ns(), 3'000'000);
+
+  // execute() (emo-execute) reports the same period, measured and executed, and its what-ifs move it.
+  auto ex = executor::execute(w.ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_TRUE(ex->pipelined);
+  // The queued op's 510 µs wait is the earlier step's work, not its launch latency: a typical launch
+  // latency that long would pin every op to its launch plus its measured delay.
+  ASSERT_EQ(ex->stats.launch_latency_ns.size(), 1u);
+  EXPECT_LT(ex->stats.launch_latency_ns[0], 100'000);
+  EXPECT_EQ(ex->measured_span_ns, 1'500'000);
+  EXPECT_EQ(ex->span_ns, 1'500'000);
+  executor::Scenario slow;
+  ASSERT_TRUE(executor::parse_scale("stream:7=2", slow).ok());
+  auto doubled = executor::execute(w.ranks, slow);
+  ASSERT_TRUE(doubled.ok()) << doubled.error().message();
+  EXPECT_EQ(doubled->span_ns, 3'000'000);
+  EXPECT_EQ(doubled->measured_span_ns, 1'500'000);
+  executor::Scenario fast;
+  ASSERT_TRUE(executor::parse_scale("stream:7=0.5", fast).ok());
+  auto halved = executor::execute(w.ranks, fast);
+  ASSERT_TRUE(halved.ok()) << halved.error().message();
+  EXPECT_EQ(halved->span_ns, 1'000'000);  // the host's period bounds it
+}
+
+// Four steps of the loop on an emulated H100 (no jitter), the last `trace_steps` traced.
+Result<emulator::RunResult> emulate(const analysis::Workload& w, int trace_steps,
+                                    const emulator::ClockSchedule& schedule = {}) {
+  const emulator::EmulatedGpu gpu(*device::builtin_profile("h100"), 5);
+  emulator::RunOptions o;
+  o.steps = 4;
+  o.trace_steps = trace_steps;
+  o.jitter = 0;
+  return gpu.run(w.ranks, schedule, o);
+}
+
+// The emulated GPU runs such a loop in its steady state: as many unmeasured steps first as its GPU lags
+// periods, so that every measured step (the first too) is the period and spends the same energy; its traces
+// hold those steps before the traced one, so that they read back as the same loop (the profiled runs'
+// digest sees the queue too).
+TEST(GpuPeriod, TheEmulatorRunsTheLoopInItsSteadyState) {
+  // One step behind (the GPU's lag under a period), and two (a GPU 2,020 µs behind a 500 µs host step).
+  for (const std::string& json : {two_steps(), three_short_steps()}) {
+    const analysis::Workload w = test::workload_of({json});
+    ASSERT_FALSE(w.ranks.empty());
+    ASSERT_EQ(w.graph.queued_ops.size(), 1u);
+    EXPECT_EQ(analysis::analyze(w).measured_span_ns, 1'500'000);
+    auto run = emulate(w, 1);
+    ASSERT_TRUE(run.ok()) << run.error().what;
+    ASSERT_EQ(run->step_ns.size(), 4u);
+    ASSERT_EQ(run->step_energy_j.size(), 4u);
+    double sum = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(double(run->step_ns[i]), 1.5e6, 0.01 * 1.5e6) << i;  // the GPU's period, the first step too
+      EXPECT_NEAR(run->step_energy_j[i], run->step_energy_j[3], 0.01 * run->step_energy_j[3]) << i;
+      sum += run->step_energy_j[i];
+    }
+    EXPECT_NEAR(sum, run->energy_j, 1e-9 * run->energy_j);
+    // A step's energy is its GPU busy for the period: between idle and TDP power for 1.5 ms.
+    const device::DeviceProfile p = *device::builtin_profile("h100");
+    EXPECT_GT(run->step_energy_j[3], p.idle_power_w.value * 1.5e-3);
+    EXPECT_LT(run->step_energy_j[3], p.tdp_w.value * 1.5e-3);
+
+    // At a lower clock the period grows, and the trace reads back as a queued loop of that period.
+    auto slow = emulate(w, 1, emulator::ClockSchedule::locked(990));
+    ASSERT_TRUE(slow.ok()) << slow.error().what;
+    EXPECT_GT(slow->step_ns.back(), run->step_ns.back() * 11 / 10);
+    const analysis::Workload back = test::workload_of({slow->ranks[0].trace_json});
+    ASSERT_FALSE(back.ranks.empty());
+    EXPECT_EQ(back.graph.queued_ops.size(), 1u);
+    const analysis::Analysis a = analysis::analyze(back);
+    EXPECT_NEAR(double(a.measured_span_ns), double(slow->step_ns.back()), 0.01 * double(slow->step_ns.back()));
+    EXPECT_NEAR(double(a.replayed_span_ns), double(slow->step_ns.back()), 0.01 * double(slow->step_ns.back()));
+  }
+}
+
+// The energy counter of such a run reads the measured steps alone: the fit takes its mean power for the
+// loop's (its warm-up step begins on an idle GPU, 51 ms of a 150 ms period here, that the loop never sees).
+TEST(GpuPeriod, TheEmulatorsEnergyCounterReadsTheSteadyState) {
+  const analysis::Workload w = test::workload_of({TraceJson()
+                                                      .step(1, 0, 100'000)
+                                                      .launch("K1", 7, 1'000, 2'000, 150'000, 1)
+                                                      .step(2, 100'000, 100'000)
+                                                      .launch("K2", 7, 101'000, 152'000, 150'000, 2)
+                                                      .str()});
+  ASSERT_FALSE(w.ranks.empty());
+  ASSERT_EQ(w.graph.queued_ops.size(), 1u);
+  auto run = emulate(w, 0);
+  ASSERT_TRUE(run.ok()) << run.error().what;
+  const auto& log = run->ranks[0].energy;
+  ASSERT_GT(log.size(), 10u);
+  const double watts = double(log.back().energy_mj - log.front().energy_mj) * 1e-3 /
+                       (double(log.back().t_ns - log.front().t_ns) * 1e-9);
+  const double step_j = run->step_energy_j.back();
+  EXPECT_NEAR(watts * double(run->step_ns.back()) * 1e-9, step_j, 0.01 * step_j);
+}
+
+// Without the step before's work in the file (one step recorded), the same wait is GPU work the trace
+// does not show: no period is taken, and the late-start doubt says it.
+TEST(GpuPeriod, AWaitTheTraceDoesNotExplainIsNoPeriod) {
+  const analysis::Workload w =
+      test::workload_of({TraceJson().step(2, 1000, 1000).launch("K2", 7, 1010, 1520, 1500, 2).str()});
+  ASSERT_FALSE(w.ranks.empty());
+  EXPECT_TRUE(w.graph.queued_ops.empty());
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_EQ(a.measured_span_ns, 2'020'000);
+  EXPECT_EQ(analysis::late_gpu_starts(w, a).ops, 1);
+}
+
+}  // namespace
+}  // namespace emo
