@@ -47,6 +47,17 @@ TEST(GpuPeriod, AStepQueuedBehindTheOneBeforeIsTheLoopsPeriod) {
   const graph::Graph& g = w.graph;
   ASSERT_EQ(g.queued_ops.size(), 1u);
   EXPECT_EQ(g.strings.view(g.name[g.queued_ops[0]]), "K2");
+  // K1's time in step 2 (from its start at 1,000 to its end at 1,520), kept by select_step and handed on
+  // by an MPI process as it is.
+  const std::vector<trace::PriorGpuBusy>& prior = w.ranks[0].prior_gpu_busy;
+  ASSERT_EQ(prior.size(), 1u);
+  EXPECT_EQ(prior[0].end_ns - prior[0].begin_ns, 520'000);
+  auto back = trace::from_wire(trace::to_wire(w.ranks[0]));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->prior_gpu_busy.size(), 1u);
+  EXPECT_EQ(back->prior_gpu_busy[0].device, prior[0].device);
+  EXPECT_EQ(back->prior_gpu_busy[0].begin_ns, prior[0].begin_ns);
+  EXPECT_EQ(back->prior_gpu_busy[0].end_ns, prior[0].end_ns);
   const analysis::Analysis a = analysis::analyze(w);
   EXPECT_EQ(a.measured_span_ns, 1'500'000);  // the GPU's period, not the host's start to K2's end (2,020)
   EXPECT_EQ(a.replayed_span_ns, 1'500'000);
