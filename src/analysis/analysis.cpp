@@ -1062,8 +1062,8 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"thread_waits", bs.thread_waits},
                        {"thread_wait_us", round3(us(bs.thread_wait_ns))},
                        {"thread_wait_example", bs.thread_wait_example},
-                       // GPU ops that waited on an earlier step's queued GPU work: the wait left out
-                       // (measured_span_us is the step without the longest).
+                       // GPU ops that waited on an earlier step's queued GPU work (measured_span_us is
+                       // then the loop's period; docs/replay.md).
                        {"queued_waits", bs.queued_waits},
                        {"queued_wait_us", round3(us(bs.queued_wait_ns))},
                        {"queued_wait_example", bs.queued_wait_example},
