@@ -244,7 +244,7 @@ class Executor {
     for (const Op& o : ops_) end = std::max(end, measured ? o.me : o.end);
     int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
     for (const Thread& x : threads_) {
-      if (!x.in_span || x.end == kUnset) continue;
+      if (!x.in_span || (measured ? x.end_meas : x.end) == kUnset) continue;
       h0 = std::min(h0, measured ? x.begin : x.begin_exec);
       h1 = std::max(h1, measured ? x.end_meas : x.end);
     }
@@ -264,20 +264,21 @@ class Executor {
   // ---------- the program, from the trace ----------
   // As graph::Graph::queued_ops: GPU ops that started kQueuedWaitMinNs or more after the later of their
   // launch call's start and their stream's op before's end (event waits are resolved only as the program
-  // runs) while their GPU ran work launched before the step (trace::RankTrace::prior_gpu_busy, 90 % of
-  // that time or more): queued behind an earlier step's work. Their wait is no typical launch latency.
+  // runs) on work launched before the step (trace::waited_on_prior_work: their stream's, ending as they
+  // start or running 90 % of that time): queued behind an earlier step's work. Their wait is no typical
+  // launch latency.
   void find_queued_ops() {
     for (size_t i = 0; i < ops_.size(); ++i) {
       Op& o = ops_[i];
       const Stream& st = stream(o.stream);
       int64_t from = o.call >= 0 ? calls_[static_cast<size_t>(o.call)].ms : kUnset;
       if (o.pos > 0) from = std::max(from, op(st.ops[o.pos - 1]).me);
-      if (from == kUnset || o.ms - from < trace::kQueuedWaitMinNs) continue;
+      if (from == kUnset) continue;
       const int64_t base = info_[o.rank].base;
-      if (trace::prior_busy_covers(ranks_[o.rank].prior_gpu_busy, st.device, from - base, o.ms - base)) {
-        o.queued = true;
-        queued_.push_back(static_cast<int>(i));
-      }
+      const auto& busy = ranks_[o.rank].prior_gpu_busy;
+      if (!trace::waited_on_prior_work(busy, st.device, st.stream, from - base, o.ms - base)) continue;
+      o.queued = true;
+      queued_.push_back(static_cast<int>(i));
     }
   }
 

@@ -1226,9 +1226,9 @@ class Builder {
   }
 
   // GPU ops whose binding edge (their launch, their stream's op before, an event wait) leaves them a wait of
-  // kQueuedWaitMinNs or more during which their GPU ran work launched before the step
-  // (RankTrace::prior_gpu_busy, 90 % of the wait or more): queued behind an earlier step's work still on a
-  // GPU that runs behind its host (Graph::queued_ops). The wait stays in the graph (the edge's measured
+  // kQueuedWaitMinNs or more on work launched before the step (trace::waited_on_prior_work: their stream's,
+  // ending as they start or running 90 % of the wait): queued behind an earlier step's work still on a GPU
+  // that runs behind its host (Graph::queued_ops). The wait stays in the graph (the edge's measured
   // latency, as every binding edge's), but it is no inherent latency: marked, to leave it out of the medians.
   std::vector<uint8_t> queued_waits(const std::vector<uint32_t>& binding) {
     std::vector<uint8_t> queued(g_.edges.size(), 0);
@@ -1241,9 +1241,10 @@ class Builder {
       const int64_t from = meas(e.src), start = meas(p);
       if (start - from < kQueuedWaitMinNs) continue;
       const uint32_t r = g_.rank[n];
-      const int32_t device = g_.lanes[g_.lane[n]].device;
+      const graph::Lane& lane = g_.lanes[g_.lane[n]];
       const int64_t shift = rank_base_[r] - g_.rank_offset_ns[r];
-      if (!trace::prior_busy_covers(ranks_[r].prior_gpu_busy, device, from - shift, start - shift)) continue;
+      if (!trace::waited_on_prior_work(ranks_[r].prior_gpu_busy, lane.device, lane.stream, from - shift, start - shift))
+        continue;
       queued[binding[p]] = 1;
       g_.queued_ops.push_back(n);
       ++g_.stats.queued_waits;

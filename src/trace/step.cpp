@@ -128,7 +128,7 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
       k = e.ts_ns >= s0 && e.ts_ns <= s1;
     } else if (is_gpu_op(e.kind) && e.ts_ns + e.dur_ns > s0 &&
                all_launch_corr.find(e.correlation)->second < s0) {
-      sel.prior.push_back(PriorGpuBusy{e.device, std::max(e.ts_ns, s0), e.ts_ns + e.dur_ns});
+      sel.prior.push_back(PriorGpuBusy{e.device, e.stream, std::max(e.ts_ns, s0), e.ts_ns + e.dur_ns});
     }
     if (!k) continue;
     keep[i] = 1;
@@ -162,14 +162,16 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
   return sel;
 }
 
-// Spans of one device that overlap or lie closer than kPriorBusyMergeNs joined: by device, then time.
+// Spans of one device and stream that overlap or lie closer than kPriorBusyMergeNs joined: by device, stream,
+// then time.
 std::vector<PriorGpuBusy> merged(std::vector<PriorGpuBusy> v) {
   std::sort(v.begin(), v.end(), [](const PriorGpuBusy& a, const PriorGpuBusy& b) {
-    return std::tie(a.device, a.begin_ns, a.end_ns) < std::tie(b.device, b.begin_ns, b.end_ns);
+    return std::tie(a.device, a.stream, a.begin_ns, a.end_ns) < std::tie(b.device, b.stream, b.begin_ns, b.end_ns);
   });
   std::vector<PriorGpuBusy> out;
   for (const PriorGpuBusy& b : v) {
-    if (!out.empty() && out.back().device == b.device && b.begin_ns <= out.back().end_ns + kPriorBusyMergeNs) {
+    if (!out.empty() && out.back().device == b.device && out.back().stream == b.stream &&
+        b.begin_ns <= out.back().end_ns + kPriorBusyMergeNs) {
       out.back().end_ns = std::max(out.back().end_ns, b.end_ns);
     } else {
       out.push_back(b);
@@ -282,6 +284,28 @@ Result<int64_t> select_step(RankTrace& t, std::optional<int64_t> step) {
   }
   apply(t, sel);
   return chosen.number;
+}
+
+bool waited_on_prior_work(const std::vector<PriorGpuBusy>& busy, int32_t device, int32_t stream, int64_t from_ns,
+                          int64_t start_ns) {
+  const int64_t wait = start_ns - from_ns;
+  if (wait < kQueuedWaitMinNs) return false;
+  const int64_t near = std::max(kPriorStreamGapNs, wait / 20);
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // the stream's earlier work within the wait
+  for (const PriorGpuBusy& b : busy) {
+    if (b.device != device || b.stream != stream) continue;
+    if (b.end_ns <= start_ns + near && start_ns - b.end_ns <= near) return true;
+    const int64_t lo = std::max(b.begin_ns, from_ns), hi = std::min(b.end_ns, start_ns);
+    if (hi > lo) pieces.emplace_back(lo, hi);
+  }
+  std::sort(pieces.begin(), pieces.end());
+  int64_t covered = 0, reach = from_ns;
+  for (const auto& [lo, hi] : pieces) {
+    if (hi <= reach) continue;
+    covered += hi - std::max(lo, reach);
+    reach = hi;
+  }
+  return 10 * covered >= 9 * wait;
 }
 
 }  // namespace emo::trace

@@ -14,7 +14,7 @@ namespace emo::trace {
 namespace {
 
 constexpr char kMagic[4] = {'E', 'M', 'O', 'W'};
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 
 class Writer {
  public:

@@ -144,7 +144,13 @@ void check_graph_trace(const std::string& path, int want_launches) {
         EXPECT_GT(tl.start(op), base.start(op));
       }
     }
-    EXPECT_GT(tl.makespan_ns(), base.makespan_ns());
+    // The step takes longer; a loop whose GPU runs behind its host (queued_ops) takes its host's period
+    // while its GPU's work still fits in it.
+    if (g.queued_ops.empty()) {
+      EXPECT_GT(tl.makespan_ns(), base.makespan_ns());
+    } else {
+      EXPECT_GE(tl.makespan_ns(), base.makespan_ns());
+    }
     ++slowed;
   }
   EXPECT_EQ(launch_bound + queued, static_cast<int>(launches.size()));

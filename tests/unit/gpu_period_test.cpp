@@ -56,6 +56,7 @@ TEST(GpuPeriod, AStepQueuedBehindTheOneBeforeIsTheLoopsPeriod) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   ASSERT_EQ(back->prior_gpu_busy.size(), 1u);
   EXPECT_EQ(back->prior_gpu_busy[0].device, prior[0].device);
+  EXPECT_EQ(back->prior_gpu_busy[0].stream, 7);
   EXPECT_EQ(back->prior_gpu_busy[0].begin_ns, prior[0].begin_ns);
   EXPECT_EQ(back->prior_gpu_busy[0].end_ns, prior[0].end_ns);
   const analysis::Analysis a = analysis::analyze(w);
@@ -187,6 +188,79 @@ TEST(GpuPeriod, TheEmulatorsEnergyCounterReadsTheSteadyState) {
                        (double(log.back().t_ns - log.front().t_ns) * 1e-9);
   const double step_j = run->step_energy_j.back();
   EXPECT_NEAR(watts * double(run->step_ns.back()) * 1e-9, step_j, 0.01 * step_j);
+}
+
+// A stream that the step before still holds, on a GPU mostly idle meanwhile (its work waits on something
+// else: peers, another stream): K1b of step 1 runs [1400,1500] on stream 7, and step 2's K2, launched at
+// 1010, starts as it ends. Queued all the same; the host's 1,000 µs bound the period.
+TEST(GpuPeriod, AStreamTheStepBeforeHoldsQueuesTheOpOnIt) {
+  const analysis::Workload w = test::workload_of({TraceJson()
+                                                      .step(1, 0, 1000)
+                                                      .launch("K1a", 7, 10, 20, 100, 1)
+                                                      .launch("K1b", 7, 15, 1400, 100, 2)
+                                                      .step(2, 1000, 1000)
+                                                      .launch("K2", 7, 1010, 1500, 100, 3)
+                                                      .str()});
+  ASSERT_FALSE(w.ranks.empty());
+  ASSERT_EQ(w.graph.queued_ops.size(), 1u);
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_EQ(a.measured_span_ns, 1'000'000);
+  EXPECT_EQ(a.replayed_span_ns, 1'000'000);
+  EXPECT_EQ(analysis::late_gpu_starts(w, a).ops, 0);
+  auto ex = executor::execute(w.ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_TRUE(ex->pipelined);
+  EXPECT_EQ(ex->span_ns, 1'000'000);
+}
+
+// Which earlier work holds an op (trace::waited_on_prior_work; µs): an op bound at 0 that starts at 10,000.
+TEST(GpuPeriod, OnlyItsOwnStreamsEarlierWorkHoldsAnOp) {
+  using trace::PriorGpuBusy;
+  const auto held = [](std::vector<PriorGpuBusy> busy, int64_t start_us = 10'000) {
+    for (PriorGpuBusy& b : busy) b.begin_ns *= 1000, b.end_ns *= 1000;
+    return trace::waited_on_prior_work(busy, 0, 7, 0, start_us * 1000);
+  };
+  EXPECT_TRUE(held({{0, 7, 9'000, 9'990}}));                  // its stream's work ends as it starts
+  EXPECT_TRUE(held({{0, 7, 9'000, 9'500}}));                  // 500 µs before: 5 % of the wait
+  EXPECT_FALSE(held({{0, 7, 9'000, 9'400}}));                 // 600 µs before, and it ran 9 % of the wait
+  EXPECT_TRUE(held({{0, 7, 9'000, 10'300}}));                 // 300 µs after it starts (clocks, rounding)
+  EXPECT_FALSE(held({{0, 7, 9'000, 10'600}}));                // 600 µs after: no queue held it
+  EXPECT_TRUE(held({{0, 7, 0, 4'000}, {0, 7, 4'050, 9'100}}));  // it ran 90.5 % of the wait
+  EXPECT_FALSE(held({{0, 3, 0, 9'999}}));                     // another stream's work: side by side
+  EXPECT_FALSE(held({{1, 7, 0, 9'999}}));                     // another GPU's
+  EXPECT_FALSE(held({{0, 7, 0, 150}}, 150));                  // a wait under 200 µs is no queue
+}
+
+// HTA's negative_queue_length_values_check rank 0 (A100): ProfilerStep#554's copy on its compute stream
+// starts 155 ms after its launch, as the step before's work on that stream ends; the step is the host's
+// 216 ms. The emulated loop keeps the copy's recorded wait, while the step before's work on its stream
+// (this step's, a period earlier) ends 3.7 ms sooner: the recorded loop's steps differ by that much
+// (2.4 % of the wait). Its traced step reads back as the same queued loop of that period at the default
+// clock and at one that makes the GPU the loop's bound (the profiled runs' digest takes that step, not
+// the 374 ms from host start to GPU end).
+TEST(GpuPeriod, AnEmulatedLoopOfARealStreamQueueReadsBackAsItsPeriod) {
+  EMO_REQUIRE_SHARED(path, "traces/hta/tests/data/negative_queue_length_values_check/rank0.json.gz");
+  const analysis::Workload w = test::workload_of_files({path});
+  ASSERT_FALSE(w.ranks.empty());
+  ASSERT_EQ(w.graph.queued_ops.size(), 1u);
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_NEAR(double(a.measured_span_ns), 216.2e6, 0.1e6);
+  // As a profiling run at each clock on emulated:h100@4 (its seed, jitter): at 1575 MHz the step before's
+  // work on the stream ends 3.5 µs after the copy starts (the steps' jitter).
+  const emulator::EmulatedGpu gpu(*device::builtin_profile("h100"), 4);
+  for (int clock : {0, 1320, 1575, 1680}) {
+    emulator::RunOptions o;
+    o.steps = 4;
+    o.trace_steps = 1;
+    o.seed = uint64_t(clock) * 7919u + 1;
+    auto run = gpu.run(w.ranks, clock ? emulator::ClockSchedule::locked(clock) : emulator::ClockSchedule{}, o);
+    ASSERT_TRUE(run.ok()) << run.error().what;
+    const double step = double(run->step_ns.back());
+    const analysis::Workload back = test::workload_of({run->ranks[0].trace_json});
+    ASSERT_FALSE(back.ranks.empty());
+    EXPECT_EQ(back.graph.queued_ops.size(), 1u) << clock;
+    EXPECT_NEAR(double(analysis::analyze(back).measured_span_ns), step, 0.01 * step) << clock;
+  }
 }
 
 // Without the step before's work in the file (one step recorded), the same wait is GPU work the trace

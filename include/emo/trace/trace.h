@@ -136,29 +136,29 @@ struct ProfilerWindow {
   int64_t dur_ns = 0;
 };
 
-// A GPU's time, inside the selected step, taken by ops launched before it (select_step drops them): an
-// earlier step's work still queued when the step began, on a GPU that runs behind its host. One merged
-// span per device and run of such ops (gaps under kPriorBusyMergeNs joined), in trace time.
+// A GPU stream's time, inside the selected step, taken by ops launched before it (select_step drops them):
+// an earlier step's work still queued when the step began, on a GPU that runs behind its host. One merged
+// span per device, stream and run of such ops (gaps under kPriorBusyMergeNs joined), in trace time.
 struct PriorGpuBusy {
   int32_t device = -1;
+  int32_t stream = -1;
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
 };
 inline constexpr int64_t kPriorBusyMergeNs = 100'000;
 // The shortest wait of a GPU op on an earlier step's queued work that counts (graph::Graph::queued_ops).
 inline constexpr int64_t kQueuedWaitMinNs = 200'000;
-// Whether `busy` (prior_gpu_busy) holds device `device` for at least 90 % of [begin_ns, end_ns) (trace time):
-// a GPU op launched at begin_ns and started at end_ns waited on an earlier step's queued work.
-inline bool prior_busy_covers(const std::vector<PriorGpuBusy>& busy, int32_t device, int64_t begin_ns, int64_t end_ns) {
-  if (end_ns <= begin_ns) return false;
-  int64_t covered = 0;
-  for (const PriorGpuBusy& b : busy) {
-    if (b.device != device) continue;
-    const int64_t lo = b.begin_ns > begin_ns ? b.begin_ns : begin_ns, hi = b.end_ns < end_ns ? b.end_ns : end_ns;
-    if (hi > lo) covered += hi - lo;
-  }
-  return 10 * covered >= 9 * (end_ns - begin_ns);
-}
+// How close to a stream's earlier-step work's end an op of the step that starts then follows it: this, or
+// 5 % of the op's wait where that is longer (a loop's steps differ by that much: waited_on_prior_work).
+inline constexpr int64_t kPriorStreamGapNs = 20'000;
+// Whether a GPU op of the step on (device, stream), bound in the step at from_ns and started at start_ns
+// (trace time), waited on work launched before the step (`busy`, RankTrace::prior_gpu_busy): it waited
+// kQueuedWaitMinNs or more, and its stream's earlier work either ended as it started (within
+// kPriorStreamGapNs or 5 % of the wait, either side: clocks and rounding) or ran for 90 % or more of the
+// wait: the stream held it. Another stream's earlier work does not hold it (a GPU runs its streams side by
+// side).
+bool waited_on_prior_work(const std::vector<PriorGpuBusy>& busy, int32_t device, int32_t stream, int64_t from_ns,
+                          int64_t start_ns);
 
 struct RankTrace {
   std::string path;          // as given by the user (for messages)
