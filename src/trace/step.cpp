@@ -128,7 +128,8 @@ Selection select_span(const RankTrace& t, int64_t s0, int64_t s1, bool annotatio
       k = e.ts_ns >= s0 && e.ts_ns <= s1;
     } else if (is_gpu_op(e.kind) && e.ts_ns + e.dur_ns > s0 &&
                all_launch_corr.find(e.correlation)->second < s0) {
-      sel.prior.push_back(PriorGpuBusy{e.device, e.stream, std::max(e.ts_ns, s0), e.ts_ns + e.dur_ns});
+      const int32_t stream = e.stream >= 0 || e.lane >= t.lanes.size() ? e.stream : t.lanes[e.lane].stream;
+      sel.prior.push_back(PriorGpuBusy{e.device, stream, std::max(e.ts_ns, s0), e.ts_ns + e.dur_ns});
     }
     if (!k) continue;
     keep[i] = 1;
