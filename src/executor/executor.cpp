@@ -92,6 +92,10 @@ struct Op {
 struct Stream {
   uint32_t rank = 0;
   int32_t device = -1, stream = -1;
+  // The stream id as the trace gives it (the op's, else its lane's; -1 when neither has one, which the reader
+  // never leaves, but a RankTrace built in code may), where `stream` falls back on the lane's tid: what
+  // RankTrace::prior_gpu_busy is keyed by, as the graph reads it.
+  int32_t trace_stream = -1;
   std::vector<int> ops;               // in the order the stream ran them
   std::vector<int64_t> launch_sufmin;  // suffix minimum of the ops' measured launch times
   int last_launched = -1;             // executed: highest position launched so far
@@ -276,7 +280,7 @@ class Executor {
       if (from == kUnset) continue;
       const int64_t base = info_[o.rank].base;
       const auto& busy = ranks_[o.rank].prior_gpu_busy;
-      if (!trace::waited_on_prior_work(busy, st.device, st.stream, from - base, o.ms - base)) continue;
+      if (!trace::waited_on_prior_work(busy, st.device, st.trace_stream, from - base, o.ms - base)) continue;
       o.queued = true;
       queued_.push_back(static_cast<int>(i));
     }
@@ -291,7 +295,8 @@ class Executor {
         if (!trace::is_gpu_op(e.kind) || e.lane >= t.lanes.size()) continue;
         const trace::Lane& ln = t.lanes[e.lane];
         int32_t dev = e.device >= 0 ? e.device : ln.device;
-        int32_t st = e.stream >= 0 ? e.stream : (ln.stream >= 0 ? ln.stream : static_cast<int32_t>(ln.tid));
+        const int32_t traced = e.stream >= 0 ? e.stream : ln.stream;
+        int32_t st = traced >= 0 ? traced : static_cast<int32_t>(ln.tid);
         auto key = std::make_tuple(r, dev, st);
         auto it = stream_of.find(key);
         if (it == stream_of.end()) {
@@ -300,6 +305,7 @@ class Executor {
           s.rank = r;
           s.device = dev;
           s.stream = st;
+          s.trace_stream = traced;
           streams_.push_back(s);
         }
         Op op;

@@ -213,6 +213,33 @@ TEST(GpuPeriod, AStreamTheStepBeforeHoldsQueuesTheOpOnIt) {
   EXPECT_EQ(ex->span_ns, 1'000'000);
 }
 
+// The same loop from a trace whose GPU ops carry no args.stream: the reader takes their tid for it, and the
+// graph and the executor both key the step before's work by that stream and find the queue.
+TEST(GpuPeriod, OpsWithoutAStreamIdAreQueuedAlike) {
+  const auto kernel = [](const char* name, double ts, double dur, long corr) {
+    return fmt::format(
+        R"({{"ph":"X","cat":"kernel","name":"{}","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"correlation":{},"External id":{}}}}})",
+        name, ts, dur, corr, corr);
+  };
+  const analysis::Workload w = test::workload_of({TraceJson()
+                                                      .step(1, 0, 1000)
+                                                      .runtime("cudaLaunchKernel", 10, 5, 1)
+                                                      .raw(kernel("K1a", 20, 100, 1))
+                                                      .runtime("cudaLaunchKernel", 15, 5, 2)
+                                                      .raw(kernel("K1b", 1400, 100, 2))
+                                                      .step(2, 1000, 1000)
+                                                      .runtime("cudaLaunchKernel", 1010, 5, 3)
+                                                      .raw(kernel("K2", 1500, 100, 3))
+                                                      .str()});
+  ASSERT_FALSE(w.ranks.empty());
+  ASSERT_EQ(w.graph.queued_ops.size(), 1u);
+  EXPECT_EQ(analysis::analyze(w).measured_span_ns, 1'000'000);
+  auto ex = executor::execute(w.ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_TRUE(ex->pipelined);
+  EXPECT_EQ(ex->span_ns, 1'000'000);
+}
+
 // Which earlier work holds an op (trace::waited_on_prior_work; µs): an op bound at 0 that starts at 10,000.
 TEST(GpuPeriod, OnlyItsOwnStreamsEarlierWorkHoldsAnOp) {
   using trace::PriorGpuBusy;
