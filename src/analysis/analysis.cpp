@@ -1067,6 +1067,10 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
                        {"queued_waits", bs.queued_waits},
                        {"queued_wait_us", round3(us(bs.queued_wait_ns))},
                        {"queued_wait_example", bs.queued_wait_example},
+                       // The step's GPU work ran this long past its host, into the next step's host time,
+                       // as the step before's ran into it without holding it: measured_span_us is then the
+                       // loop's period (0 where the step is no such loop; docs/replay.md).
+                       {"gpu_tail_us", round3(us(bs.gpu_tail_ns))},
                        {"notes", bs.notes}};
   if (per_kernel) {
     json ks = json::array();
@@ -1090,9 +1094,11 @@ std::string to_text(const Workload& w, const Analysis& a) {
   s += fmt::format("{} rank(s), {} events, {} nodes, {} edges\n", w.ranks.size(), w.events, g.num_nodes(),
                    g.edges.size());
   const std::string queued =
-      g.queued_ops.empty()
+      !g.loop_period()
           ? std::string()
-          : fmt::format(" (the loop's period: its GPU runs behind its host; from the host's start to the GPU's end, {:.3f} ms)",
+          : fmt::format(" (the loop's period: {}; from the host's start to the GPU's end, {:.3f} ms)",
+                        g.queued_ops.empty() ? "its GPU tail runs into the next step's host time"
+                                             : "its GPU runs behind its host",
                         us(g.measured_end_ns() - g.measured_begin_ns()) / 1000);
   s += fmt::format("step span: measured {:.3f} ms{}, replayed {:.3f} ms (error {:+.3f} %)\n",
                    us(a.measured_span_ns) / 1000, queued, us(a.replayed_span_ns) / 1000, a.replay_error_pct);
@@ -1167,6 +1173,13 @@ std::string to_text(const Workload& w, const Analysis& a) {
                      "of its host's span and the time from the first of them starting to its end (queued_waits in "
                      "import_stats of --json)\n",
                      bs.queued_waits, bs.queued_wait_example);
+  }
+  if (g.gpu_tail_loop) {
+    s += fmt::format("note: the step's GPU work runs {:.3f} ms past its host, into the next step's host time, as the "
+                     "step before's ran into this one without holding its host or its GPU ops: a loop that never "
+                     "waits on its GPU, whose step is the loop's period, the longer of its host's span and each GPU "
+                     "stream's span (gpu_tail_us in import_stats of --json)\n",
+                     us(bs.gpu_tail_ns) / 1000);
   }
   if (g.stats.edges_dropped_inconsistent > 0) {
     s += fmt::format(

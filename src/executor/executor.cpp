@@ -209,6 +209,7 @@ class Executor {
     scale_cpu_work();
     classify_calls();
     find_queued_ops();
+    find_gpu_tail_loop();
     for (uint32_t r = 0; r < ranks_.size(); ++r) typical_latencies(r);
     match_collectives();
     apply_durations();
@@ -232,28 +233,43 @@ class Executor {
   int64_t call_end_at(size_t c) const { return call_end_[c]; }
   // The step's span as the loop runs it: where the step holds GPU ops queued behind an earlier step's
   // work (find_queued_ops), the longer of the host's span and the time from the first of them starting
-  // to the end (graph::Graph::measured_span_ns); else from the origin to the end.
-  bool has_queued_ops() const { return !queued_.empty(); }
+  // to the end; where its GPU tail runs free into the next step's host time (find_gpu_tail_loop), the
+  // longer of the host's span and each stream's span (graph::Graph::measured_span_ns); else from the
+  // origin to the end.
+  bool loops() const { return !queued_.empty() || tail_loop_; }
   int64_t executed_period() const { return period(false, executed_end() - origin_); }
   // The span as the loop runs it, measured (the trace's times) or executed, given the span from the
-  // step's begin to its end: that span where no op is queued, else the longer of the host's span and the
-  // time from the first queued op starting to the end.
+  // step's begin to its end (above).
   int64_t period(bool measured, int64_t span) const {
-    if (queued_.empty()) return span;
-    int64_t anchor = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
-    for (int i : queued_) {
-      const Op& o = ops_[static_cast<size_t>(i)];
-      anchor = std::min(anchor, measured ? o.ms : o.start);
-    }
-    for (const Op& o : ops_) end = std::max(end, measured ? o.me : o.end);
+    if (!loops()) return span;
     int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
     for (const Thread& x : threads_) {
       if (!x.in_span || (measured ? x.end_meas : x.end) == kUnset) continue;
       h0 = std::min(h0, measured ? x.begin : x.begin_exec);
       h1 = std::max(h1, measured ? x.end_meas : x.end);
     }
+    const int64_t host = h1 > h0 ? h1 - h0 : 0;
+    if (tail_loop_) {
+      int64_t longest = host;
+      for (const Stream& st : streams_) {
+        if (st.ops.empty()) continue;
+        int64_t s0 = std::numeric_limits<int64_t>::max(), s1 = std::numeric_limits<int64_t>::min();
+        for (int i : st.ops) {
+          s0 = std::min(s0, measured ? op(i).ms : op(i).start);
+          s1 = std::max(s1, measured ? op(i).me : op(i).end);
+        }
+        longest = std::max(longest, s1 - s0);
+      }
+      return longest;
+    }
+    int64_t anchor = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
+    for (int i : queued_) {
+      const Op& o = ops_[static_cast<size_t>(i)];
+      anchor = std::min(anchor, measured ? o.ms : o.start);
+    }
+    for (const Op& o : ops_) end = std::max(end, measured ? o.me : o.end);
     end = std::max(end, h1);
-    return std::max(h1 > h0 ? h1 - h0 : 0, end - anchor);
+    return std::max(host, end - anchor);
   }
   int64_t executed_end() const {
     int64_t e = origin_;
@@ -284,6 +300,29 @@ class Executor {
       o.queued = true;
       queued_.push_back(static_cast<int>(i));
     }
+  }
+
+  // As graph::Graph::gpu_tail_loop: every rank with GPU ops passes trace::runs_free_gpu_tail on its
+  // threads' measured span and its ops' measured end, and no op is queued (find_queued_ops).
+  void find_gpu_tail_loop() {
+    if (!queued_.empty()) return;
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+    std::vector<int64_t> h0(ranks_.size(), kMax), h1(ranks_.size(), kMin), gpu_end(ranks_.size(), kMin);
+    for (const Thread& x : threads_) {
+      if (!x.in_span) continue;
+      h0[x.rank] = std::min(h0[x.rank], x.begin);
+      h1[x.rank] = std::max(h1[x.rank], x.end_meas);
+    }
+    for (const Op& o : ops_) gpu_end[o.rank] = std::max(gpu_end[o.rank], o.me);
+    bool any = false;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      if (gpu_end[r] == kMin) continue;
+      if (h0[r] == kMax) return;
+      const int64_t base = info_[r].base;
+      if (!trace::runs_free_gpu_tail(ranks_[r], h0[r] - base, h1[r] - base, gpu_end[r] - base)) return;
+      any = true;
+    }
+    tail_loop_ = any;
   }
 
   void collect_ops() {
@@ -1475,7 +1514,7 @@ class Executor {
     stats_.blocking_calls = count_blocking_calls();
     ex.measured_span_ns = period(true, je_m > jb_m ? je_m - jb_m : 0);
     ex.span_ns = period(false, je > jb ? je - jb : 0);
-    ex.pipelined = !queued_.empty();
+    ex.pipelined = loops();
     ex.stats = stats_;
     return ex;
   }
@@ -1496,6 +1535,7 @@ class Executor {
   std::vector<RankInfo> info_;
   std::vector<Op> ops_;
   std::vector<int> queued_;  // find_queued_ops
+  bool tail_loop_ = false;   // find_gpu_tail_loop
   std::vector<Stream> streams_;
   std::vector<Call> calls_;
   // Each rank's streams and calls, in index order (index_by_rank), so that a rank's loops do not scan
@@ -1649,7 +1689,7 @@ int64_t Program::thread_end(uint32_t thread) const {
 }
 int64_t Program::end_ns() const { return impl_->x.executed_end() - impl_->x.origin(); }
 int64_t Program::period_ns() const { return impl_->x.executed_period(); }
-bool Program::pipelined() const { return impl_->x.has_queued_ops(); }
+bool Program::pipelined() const { return impl_->x.loops(); }
 
 Result<std::vector<trace::RankTrace>> load_step(const std::vector<std::string>& paths, std::optional<int64_t> step) {
   if (paths.empty()) return make_error("", "no trace given");

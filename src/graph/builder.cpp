@@ -135,6 +135,7 @@ class Builder {
     if (options_.split_collectives) count_rank_groups();
     count_waiting_span();
     assign_latencies();
+    find_gpu_tail_loop();
     EMO_RETURN_IF_ERROR(finish_csr_and_topo());
     return std::move(g_);
   }
@@ -1256,6 +1257,38 @@ class Builder {
       }
     }
     return queued;
+  }
+
+  // A loop whose GPU tail runs free into the next step's host time (Graph::gpu_tail_loop): every rank with
+  // GPU work passes trace::runs_free_gpu_tail on its own host's and GPU's measured spans, and no op is
+  // queued behind an earlier step's work (that loop is timed by its queued ops).
+  void find_gpu_tail_loop() {
+    if (!g_.queued_ops.empty()) return;
+    constexpr int64_t kNone = std::numeric_limits<int64_t>::max(), kNoEnd = std::numeric_limits<int64_t>::min();
+    const size_t n_ranks = ranks_.size();
+    std::vector<int64_t> h0(n_ranks, kNone), h1(n_ranks, kNoEnd), gpu_end(n_ranks, kNoEnd);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (!g_.counts_for_span(n) || g_.kind[n] == NodeKind::kCollective || g_.rank[n] >= n_ranks) continue;
+      const uint32_t r = g_.rank[n];
+      if (is_gpu(g_.kind[n])) {
+        gpu_end[r] = std::max(gpu_end[r], g_.meas_end_ns[n]);
+      } else {
+        h0[r] = std::min(h0[r], g_.meas_start_ns[n]);
+        h1[r] = std::max(h1[r], g_.meas_end_ns[n]);
+      }
+    }
+    int64_t tail = 0;
+    bool any = false;
+    for (size_t r = 0; r < n_ranks; ++r) {
+      if (gpu_end[r] == kNoEnd) continue;
+      if (h0[r] == kNone) return;
+      const int64_t shift = rank_base_[r] - g_.rank_offset_ns[r];
+      if (!trace::runs_free_gpu_tail(ranks_[r], h0[r] - shift, h1[r] - shift, gpu_end[r] - shift)) return;
+      tail = std::max(tail, gpu_end[r] - h1[r]);
+      any = true;
+    }
+    g_.gpu_tail_loop = any;
+    g_.stats.gpu_tail_ns = any ? tail : 0;
   }
 
   void assign_latencies() {

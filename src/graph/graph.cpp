@@ -53,16 +53,10 @@ int64_t Graph::measured_end_ns() const {
 
 int64_t Graph::measured_span_ns() const {
   const int64_t end = measured_end_ns(), begin = measured_begin_ns();
-  if (queued_ops.empty()) return end - begin;
-  int64_t anchor = std::numeric_limits<int64_t>::max();
-  for (NodeId n : queued_ops) anchor = std::min(anchor, meas_start_ns[n]);
-  int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
-  for (NodeId n = 0; n < kind.size(); ++n) {
-    if (is_gpu(kind[n]) || kind[n] == NodeKind::kCollective || !counts_for_span(n)) continue;
-    h0 = std::min(h0, meas_start_ns[n]);
-    h1 = std::max(h1, meas_end_ns[n]);
-  }
-  return std::max(h1 > h0 ? h1 - h0 : 0, end - anchor);
+  if (!loop_period()) return end - begin;
+  const LoopWindow w = loop_window(
+      *this, [&](PointId p) { return is_end(p) ? meas_end_ns[node_of(p)] : meas_start_ns[node_of(p)]; }, end, 0);
+  return w.end_ns - w.begin_ns;
 }
 
 }  // namespace emo::graph

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "emo/optimize/optimize.h"
@@ -86,19 +87,35 @@ class IssueTimes {
 
   // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
   std::vector<int64_t> of(const Plan& plan) const {
-    const std::vector<int64_t> begin = begins_in(plan);
+    std::vector<int64_t> tail_end;
+    const std::vector<int64_t> begin = begins_in(plan, tail_end);
     std::vector<int> prev_clock(p_.gpus.size(), pr_.default_clock_mhz);
     for (size_t k = 0; k < p_.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
       if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].rank.index()] = plan.pack_clock_mhz[k];
     }
     std::vector<int64_t> out;
+    // Per GPU, the latest change issued so far in the step (from the step's start: a change due before it
+    // wraps around to the step before's end, after this).
+    std::vector<int64_t> last_issue(p_.gpus.size(), std::numeric_limits<int64_t>::min());
     for (size_t k = 0; k < p_.packs.size(); ++k) {
       const pack::Pack& pk = p_.packs[k];
       if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
+      const size_t gi = pk.rank.index();
       const int clock = plan.pack_clock_mhz[k];
-      const int64_t lead = clock >= prev_clock[pk.rank.index()] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
-      prev_clock[pk.rank.index()] = clock;
+      const bool changes = clock != prev_clock[gi];  // else, in the steady state, the clock it has already
+      const int64_t lead = clock >= prev_clock[gi] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
+      prev_clock[gi] = clock;
       int64_t issue = begin[k] - lead;
+      if (changes) {
+        // A loop whose GPU tail runs into the next step (Graph::gpu_tail_loop): no change is issued before
+        // the step before's tail on this GPU ends, which would run that tail at this step's clock.
+        if (!tail_end.empty()) issue = std::max(issue, tail_end[gi]);
+        // Never before the change of the pack before (a short pack that lowers the clock, issued late,
+        // between two that raise it, issued early): changes take effect in the order issued, so the earlier
+        // pack's would hold through this one. Issued together, this pack's clock holds from then on.
+        issue = std::max(issue, last_issue[gi]);
+        last_issue[gi] = issue;
+      }
       if (issue < 0) issue += plan.time_ns;
       out.push_back(issue);
     }
@@ -106,10 +123,19 @@ class IssueTimes {
   }
 
  private:
-  // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved.
-  std::vector<int64_t> begins_in(const Plan& plan) const {
+  // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved. In a
+  // loop whose GPU tail runs into the next step, `tail_end` gets, per GPU, where the step before's last op
+  // ends in this step (its end in the replay less the period; 0 where it ends before the step begins).
+  std::vector<int64_t> begins_in(const Plan& plan, std::vector<int64_t>& tail_end) const {
     replay::Timeline tl;
     detail::predict_prepared(pr_, x_, plan.pack_clock_mhz, plan.name, &tl);
+    const graph::Graph& g = pr_.workload->graph;
+    if (g.gpu_tail_loop && g.queued_ops.empty()) {
+      tail_end.assign(p_.gpus.size(), 0);
+      for (size_t r = 0; r < p_.gpus.size(); ++r) {
+        for (NodeId n : p_.gpus[r].ops) tail_end[r] = std::max(tail_end[r], tl.end(n) - tl.makespan_ns() - tl.begin_ns);
+      }
+    }
     std::vector<int64_t> out(p_.packs.size(), 0);
     for (size_t k = 0; k < p_.packs.size(); ++k) {
       const pack::Pack& pk = p_.packs[k];

@@ -19,19 +19,12 @@ using graph::PointId;
 Replayer::Replayer(const graph::Graph& g) : g_(g) {}
 
 namespace {
-// Where the step begins when it holds GPU ops queued behind an earlier step's work (Graph::queued_ops):
-// its span is the loop's period, the longer of the host's span and the time from the first of them
-// starting to the end (Graph::measured_span_ns on the replayed times).
-int64_t period_begin(const graph::Graph& g, const int64_t* t, int64_t end) {
-  int64_t anchor = std::numeric_limits<int64_t>::max();
-  for (NodeId n : g.queued_ops) anchor = std::min(anchor, t[graph::start_point(n)]);
-  int64_t h0 = std::numeric_limits<int64_t>::max(), h1 = std::numeric_limits<int64_t>::min();
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kCollective || !g.counts_for_span(n)) continue;
-    h0 = std::min(h0, t[graph::start_point(n)]);
-    h1 = std::max(h1, t[graph::end_point(n)]);
-  }
-  return end - std::max(h1 > h0 ? h1 - h0 : 0, end - anchor);
+// A loop's period (Graph::loop_period): the window of the replayed times that times the step.
+void period_window(const graph::Graph& g, const int64_t* t, int64_t& begin, int64_t& end, PointId& last) {
+  const graph::LoopWindow w = graph::loop_window(g, [t](PointId p) { return t[p]; }, end, last);
+  begin = w.begin_ns;
+  end = w.end_ns;
+  last = w.last;
 }
 
 template <class DurFn>
@@ -68,7 +61,7 @@ void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
     }
   }
   if (points == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
-  if (!g_.queued_ops.empty() && points > 0) begin = period_begin(g_, t, end);
+  if (g_.loop_period() && points > 0) period_window(g_, t, begin, end, last);
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;
@@ -106,7 +99,7 @@ void span_of(const graph::Graph& g, Timeline& out) {
     }
   }
   if (g.num_points() == 0 || end == std::numeric_limits<int64_t>::min()) begin = end = 0;
-  if (!g.queued_ops.empty() && g.num_points() > 0) begin = period_begin(g, t, end);
+  if (g.loop_period() && g.num_points() > 0) period_window(g, t, begin, end, last);
   out.begin_ns = begin;
   out.end_ns = end;
   out.last_point = last;
@@ -122,6 +115,30 @@ void Replayer::run_dynamic(const std::function<int64_t(NodeId, int64_t)>& dur_at
   sweep(g_, dur_at, out);
 }
 
+namespace {
+// The latest end each lane's GPU ops (then the host's nodes, then collectives) may have in a loop whose GPU
+// tail runs free, without moving its period (tl's span): the lane's first start, or the host's, plus it.
+std::vector<int64_t> tail_bounds(const graph::Graph& g, const Timeline& tl) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const size_t lanes = g.lanes.size();
+  std::vector<int64_t> first(lanes + 1, kMax);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!g.counts_for_span(n) || g.kind[n] == NodeKind::kCollective) continue;
+    const size_t k = graph::is_gpu(g.kind[n]) && g.lane[n] < lanes ? g.lane[n] : lanes;
+    first[k] = std::min(first[k], tl.start(n));
+  }
+  const int64_t period = tl.makespan_ns();
+  std::vector<int64_t> bound(lanes + 2, tl.end_ns);
+  int64_t latest = tl.end_ns;
+  for (size_t k = 0; k <= lanes; ++k) {
+    if (first[k] != kMax) bound[k] = first[k] + period;
+    latest = std::max(latest, bound[k]);
+  }
+  bound[lanes + 1] = latest;
+  return bound;
+}
+}  // namespace
+
 void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
                      std::vector<int64_t>& slack_ns) const {
   const size_t points = g_.num_points();
@@ -130,10 +147,21 @@ void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
   // but the edges out of them.
   constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max() / 4;
   std::vector<int64_t> late(points, tl.end_ns);
+  // A loop whose GPU tail runs free (Graph::gpu_tail_loop): the period holds while the host's span and
+  // each stream's span stay within it, so the host may end by its start plus the period, and a stream's
+  // ops by that stream's first start plus the period (the next step's first op there), not by the end.
+  const bool tail = g_.gpu_tail_loop && g_.queued_ops.empty();
+  std::vector<int64_t> bound;  // per lane (GPU streams), then one for the host and one for the rest
+  if (tail) bound = tail_bounds(g_, tl);
+  const auto bound_of = [&](graph::NodeId n) {
+    if (!tail) return tl.end_ns;
+    if (graph::is_gpu(g_.kind[n]) && g_.lane[n] < g_.lanes.size()) return bound[g_.lane[n]];
+    return bound[g_.lanes.size() + (g_.kind[n] == NodeKind::kCollective ? 1 : 0)];
+  };
   const Edge* edges = g_.edges.data();
   for (auto it = g_.topo.rbegin(); it != g_.topo.rend(); ++it) {
     const PointId p = *it;
-    int64_t v = g_.counts_for_span(graph::node_of(p)) ? tl.end_ns : kUnbounded;
+    int64_t v = g_.counts_for_span(graph::node_of(p)) ? bound_of(graph::node_of(p)) : kUnbounded;
     for (uint32_t k = g_.out_offsets[p]; k < g_.out_offsets[p + 1]; ++k) {
       const Edge& e = edges[g_.out_edges[k]];
       v = std::min(v, late[e.dst] - e.lat_ns);
@@ -314,7 +342,8 @@ void Rereplayer::update(const std::vector<int64_t>& old_dur, const std::vector<i
     tl.last_point = best_p;
   }
   tl.begin_ns = begin;
-  if (rescan) span_of(g, tl);
+  // A loop's period is the longer of spans that the moved points alone do not tell.
+  if (rescan || g.loop_period()) span_of(g, tl);
 }
 
 }  // namespace emo::replay

@@ -309,4 +309,53 @@ bool waited_on_prior_work(const std::vector<PriorGpuBusy>& busy, int32_t device,
   return 10 * covered >= 9 * wait;
 }
 
+bool runs_free_gpu_tail(const RankTrace& t, int64_t host_begin_ns, int64_t host_end_ns, int64_t gpu_end_ns) {
+  if (gpu_end_ns - host_end_ns < kQueuedWaitMinNs) return false;
+  std::vector<int64_t> ends;  // where the step before's work that ran into the step ended
+  for (const PriorGpuBusy& b : t.prior_gpu_busy) {
+    if (b.end_ns - host_begin_ns >= kQueuedWaitMinNs) ends.push_back(b.end_ns);
+  }
+  if (ends.empty()) return false;
+  std::sort(ends.begin(), ends.end());
+  std::unordered_map<int64_t, int64_t> call_end;  // launch calls by correlation
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::kRuntime && e.kind != EventKind::kDriver && e.kind != EventKind::kCudaSync) continue;
+    const int64_t end = e.ts_ns + e.dur_ns;
+    if (e.kind != EventKind::kCudaSync && e.correlation != kNone) call_end.emplace(e.correlation, end);
+    // The first of the ends at or after end - gap: a call that ended as that work ended, having begun before.
+    auto it = std::lower_bound(ends.begin(), ends.end(), end - kPriorStreamGapNs);
+    for (; it != ends.end() && *it <= end + kPriorStreamGapNs; ++it) {
+      if (e.ts_ns + kPriorStreamGapNs <= *it) return false;  // the host waited on the step before's work
+    }
+  }
+  // Every GPU op of the step started as what the trace shows bound it allowed: within kQueuedWaitMinNs of
+  // its launch call's end or of its stream's op before, or as some GPU op of its device ended (an event
+  // wait). An op that waited longer on nothing the trace shows (unrecorded work, a dependency the profiler
+  // missed) leaves the loop's timing unexplained.
+  std::vector<const Event*> ops;
+  for (const Event& e : t.events) {
+    if (is_gpu_op(e.kind)) ops.push_back(&e);
+  }
+  std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
+    return std::tie(a->device, a->stream, a->ts_ns) < std::tie(b->device, b->stream, b->ts_ns);
+  });
+  std::vector<std::pair<int32_t, int64_t>> op_ends;  // (device, end), sorted
+  for (const Event* e : ops) op_ends.emplace_back(e->device, e->ts_ns + e->dur_ns);
+  for (const PriorGpuBusy& b : t.prior_gpu_busy) op_ends.emplace_back(b.device, b.end_ns);
+  std::sort(op_ends.begin(), op_ends.end());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Event& e = *ops[i];
+    int64_t from = std::numeric_limits<int64_t>::min();
+    if (auto c = call_end.find(e.correlation); e.correlation != kNone && c != call_end.end()) from = c->second;
+    if (i > 0 && ops[i - 1]->device == e.device && ops[i - 1]->stream == e.stream)
+      from = std::max(from, ops[i - 1]->ts_ns + ops[i - 1]->dur_ns);
+    if (from == std::numeric_limits<int64_t>::min() || e.ts_ns - from < kQueuedWaitMinNs) continue;
+    auto it = std::upper_bound(op_ends.begin(), op_ends.end(), std::make_pair(e.device, e.ts_ns));
+    if (it == op_ends.begin()) return false;
+    --it;
+    if (it->first != e.device || e.ts_ns - it->second > kPriorStreamGapNs) return false;
+  }
+  return true;
+}
+
 }  // namespace emo::trace

@@ -41,6 +41,17 @@ std::string two_steps() {
       .str();
 }
 
+// The step's span as analyze measures it and as the executor measures and runs it, and whether the
+// executor takes it for a loop of overlapping steps.
+void expect_step(const analysis::Workload& w, bool pipelined, int64_t span_ns) {
+  EXPECT_EQ(analysis::analyze(w).measured_span_ns, span_ns);
+  auto ex = executor::execute(w.ranks);
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
+  EXPECT_EQ(ex->pipelined, pipelined);
+  EXPECT_EQ(ex->measured_span_ns, span_ns);
+  EXPECT_EQ(ex->span_ns, span_ns);
+}
+
 TEST(GpuPeriod, AStepQueuedBehindTheOneBeforeIsTheLoopsPeriod) {
   const analysis::Workload w = test::workload_of({two_steps()});
   ASSERT_FALSE(w.ranks.empty());
@@ -207,10 +218,7 @@ TEST(GpuPeriod, AStreamTheStepBeforeHoldsQueuesTheOpOnIt) {
   EXPECT_EQ(a.measured_span_ns, 1'000'000);
   EXPECT_EQ(a.replayed_span_ns, 1'000'000);
   EXPECT_EQ(analysis::late_gpu_starts(w, a).ops, 0);
-  auto ex = executor::execute(w.ranks);
-  ASSERT_TRUE(ex.ok()) << ex.error().message();
-  EXPECT_TRUE(ex->pipelined);
-  EXPECT_EQ(ex->span_ns, 1'000'000);
+  expect_step(w, true, 1'000'000);
 }
 
 // The same loop from a trace whose GPU ops carry no args.stream: the reader takes their tid for it, and the
@@ -233,11 +241,7 @@ TEST(GpuPeriod, OpsWithoutAStreamIdAreQueuedAlike) {
                                                       .str()});
   ASSERT_FALSE(w.ranks.empty());
   ASSERT_EQ(w.graph.queued_ops.size(), 1u);
-  EXPECT_EQ(analysis::analyze(w).measured_span_ns, 1'000'000);
-  auto ex = executor::execute(w.ranks);
-  ASSERT_TRUE(ex.ok()) << ex.error().message();
-  EXPECT_TRUE(ex->pipelined);
-  EXPECT_EQ(ex->span_ns, 1'000'000);
+  expect_step(w, true, 1'000'000);
 }
 
 // Which earlier work holds an op (trace::waited_on_prior_work; µs): an op bound at 0 that starts at 10,000.
@@ -300,6 +304,165 @@ TEST(GpuPeriod, AWaitTheTraceDoesNotExplainIsNoPeriod) {
   const analysis::Analysis a = analysis::analyze(w);
   EXPECT_EQ(a.measured_span_ns, 2'020'000);
   EXPECT_EQ(analysis::late_gpu_starts(w, a).ops, 1);
+}
+
+// A loop whose GPU tail runs free into the next step's host time (docs/replay.md): three host steps of
+// 1,000 µs, each reading its data for 400 µs (12 ops), then launching Ka at +500 (it runs [+510, +900]) and Kb at
+// +600 (it runs [+900, +1400]), 400 µs into the next step's host time, which launches nothing before +500.
+// `host_waits`: each step after the first begins with a cudaStreamSynchronize that ends as the step
+// before's Kb does (the host waits on the tail: no free loop).
+std::string free_tail_steps(int steps = 3, bool host_waits = false) {
+  TraceJson t;
+  for (int k = 0; k < steps; ++k) {
+    const double b = 1000.0 * k;
+    const long c = 10L * k;
+    t.step(k + 1, b, 1000);
+    for (int i = 0; i < 12; ++i) t.cpu("data", b + 1 + 33 * i, 30);
+    if (host_waits && k > 0) t.runtime("cudaStreamSynchronize", b + 5, 395, c + 9);
+    t.launch("Ka", 7, b + 500, b + 510, 390, c + 1).launch("Kb", 7, b + 600, b + 900, 500, c + 2);
+  }
+  return t.str();
+}
+
+TEST(GpuPeriod, AGpuTailThatRunsFreeIsTheLoopsPeriod) {
+  const analysis::Workload w = test::workload_of({free_tail_steps()});
+  ASSERT_FALSE(w.ranks.empty());
+  const graph::Graph& g = w.graph;
+  EXPECT_TRUE(g.queued_ops.empty());
+  ASSERT_TRUE(g.gpu_tail_loop);
+  EXPECT_EQ(g.stats.gpu_tail_ns, 400'000);
+  EXPECT_EQ(g.measured_end_ns() - g.measured_begin_ns(), 1'400'000);  // the hull
+  const analysis::Analysis a = analysis::analyze(w);
+  EXPECT_EQ(a.measured_span_ns, 1'000'000);  // the host's period
+  EXPECT_EQ(a.replayed_span_ns, 1'000'000);
+  // The host's work is the path; the tail has slack: the stream's span (890 µs) may grow to the period.
+  replay::Replayer rp(g);
+  replay::Timeline base;
+  rp.run(base);
+  std::vector<int64_t> slack;
+  rp.slack(g.dur_ns, base, slack);
+  for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.strings.view(g.name[n]) == "Kb") {
+      EXPECT_EQ(slack[n], 110'000);
+    }
+  }
+  // Kernels x1.1: the stream's span is 979 µs, the period holds; x1.5: the stream's 1,335 µs is the period.
+  for (const auto& [f, want] : std::vector<std::pair<double, int64_t>>{{1.1, 1'000'000}, {1.5, 1'335'000}}) {
+    std::vector<int64_t> dur = g.dur_ns;
+    for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+      if (graph::is_gpu(g.kind[n])) dur[n] = int64_t(double(g.dur_ns[n]) * f);
+    }
+    replay::Timeline tl;
+    rp.run(dur, tl);
+    EXPECT_EQ(tl.makespan_ns(), want) << f;
+    replay::Timeline re = base;  // the Rereplayer gives run()'s answer
+    replay::Rereplayer(g).update(g.dur_ns, dur, re);
+    EXPECT_EQ(re.makespan_ns(), tl.makespan_ns()) << f;
+  }
+  // Kb alone x1.2 (the Rereplayer's incremental path): it ends 100 µs later, the stream's span is 990 µs.
+  std::vector<int64_t> dur = g.dur_ns;
+  for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.strings.view(g.name[n]) == "Kb") dur[n] = g.dur_ns[n] * 6 / 5;
+  }
+  replay::Timeline re = base;
+  replay::Rereplayer(g).update(g.dur_ns, dur, re);
+  EXPECT_EQ(re.makespan_ns(), 1'000'000);
+  // The executor finds the same loop by the same rule and runs the same periods.
+  expect_step(w, true, 1'000'000);
+  executor::Scenario slow;
+  ASSERT_TRUE(executor::parse_scale("stream:7=1.5", slow).ok());
+  auto slowed = executor::execute(w.ranks, slow);
+  ASSERT_TRUE(slowed.ok()) << slowed.error().message();
+  EXPECT_EQ(slowed->span_ns, 1'335'000);
+}
+
+// No free tail: a host that waited on the step before's tail (the loop's period is then the hull's), and a
+// trace of one step (nothing tells what the next step did).
+TEST(GpuPeriod, ATailTheHostWaitedOnOrNoStepBeforeShowsIsTheHull) {
+  for (const std::string& json : {free_tail_steps(3, true), free_tail_steps(1)}) {
+    const analysis::Workload w = test::workload_of({json});
+    ASSERT_FALSE(w.ranks.empty());
+    EXPECT_FALSE(w.graph.gpu_tail_loop);
+    expect_step(w, false, 1'400'000);
+  }
+}
+
+// The rule's cases (trace::runs_free_gpu_tail; µs): a step whose host runs [0, 1000], its GPU to 1,400.
+TEST(GpuPeriod, WhichTailRunsFree) {
+  const auto free = [](std::vector<trace::PriorGpuBusy> prior, int64_t gpu_end = 1400,
+                       std::vector<std::pair<int64_t, int64_t>> calls = {}) {
+    trace::RankTrace t;
+    for (trace::PriorGpuBusy& b : prior) b.begin_ns *= 1000, b.end_ns *= 1000;
+    t.prior_gpu_busy = prior;
+    for (const auto& [ts, dur] : calls) {
+      trace::Event e;
+      e.kind = trace::EventKind::kRuntime;
+      e.ts_ns = ts * 1000;
+      e.dur_ns = dur * 1000;
+      t.events.push_back(e);
+    }
+    return trace::runs_free_gpu_tail(t, 0, 1'000'000, gpu_end * 1000);
+  };
+  EXPECT_TRUE(free({{0, 7, 0, 400}}));
+  EXPECT_FALSE(free({{0, 7, 0, 400}}, 1150));              // its own tail under 200 µs
+  EXPECT_FALSE(free({{0, 7, 0, 150}}));                    // the step before's ran 150 µs into it
+  EXPECT_FALSE(free({}));                                  // nothing of the step before's
+  EXPECT_FALSE(free({{0, 7, 0, 400}}, 1400, {{5, 400}}));  // a call that ended as it ended: the host waited
+  EXPECT_FALSE(free({{0, 7, 0, 400}}, 1400, {{5, 380}}));  // 15 µs before it ended
+  EXPECT_TRUE(free({{0, 7, 0, 400}}, 1400, {{5, 300}}));   // a call that ended 95 µs before
+  EXPECT_TRUE(free({{0, 7, 0, 400}}, 1400, {{395, 10}}));  // one that began 5 µs before it ended
+
+  // A kernel on stream 7 launched by a call that ends at 500 µs and started `start` µs in; `other_end`: a
+  // kernel of stream 3 ends then (the wait an event wait on it).
+  const auto launched = [](int64_t start, int64_t other_end = -1) {
+    trace::RankTrace t;
+    t.prior_gpu_busy = {{0, 7, 0, 400'000}};
+    const auto add = [&](trace::EventKind kind, int32_t stream, int64_t ts, int64_t dur, int64_t corr) {
+      trace::Event e;
+      e.kind = kind;
+      e.device = kind == trace::EventKind::kKernel ? 0 : -1;
+      e.stream = stream;
+      e.ts_ns = ts * 1000;
+      e.dur_ns = dur * 1000;
+      e.correlation = corr;
+      t.events.push_back(e);
+    };
+    add(trace::EventKind::kRuntime, -1, 490, 10, 1);
+    add(trace::EventKind::kKernel, 7, start, 1400 - start, 1);
+    if (other_end >= 0) add(trace::EventKind::kKernel, 3, other_end - 100, 100, trace::kNone);
+    return trace::runs_free_gpu_tail(t, 0, 1'000'000, 1'400'000);
+  };
+  EXPECT_TRUE(launched(650));        // 150 µs after its launch
+  EXPECT_FALSE(launched(900));       // 400 µs after it, bound by nothing the trace shows
+  EXPECT_TRUE(launched(900, 890));   // as another stream's kernel ended (an event wait)
+  EXPECT_FALSE(launched(900, 850));  // 50 µs after it
+}
+
+// The emulated GPU runs such a loop by its period (the host's, the tail of each step in the next one's),
+// every step alike; at a clock where the stream's span passes the host's, that span is the period, and its
+// traces read back as the same free loop.
+TEST(GpuPeriod, TheEmulatorRunsAFreeTailLoopByItsPeriod) {
+  const analysis::Workload w = test::workload_of({free_tail_steps()});
+  ASSERT_FALSE(w.ranks.empty());
+  ASSERT_TRUE(w.graph.gpu_tail_loop);
+  auto run = emulate(w, 1);
+  ASSERT_TRUE(run.ok()) << run.error().what;
+  ASSERT_EQ(run->step_ns.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(double(run->step_ns[i]), 1.0e6, 0.01e6) << i;
+    EXPECT_NEAR(run->step_energy_j[i], run->step_energy_j[3], 0.01 * run->step_energy_j[3]) << i;
+  }
+  const analysis::Workload back = test::workload_of({run->ranks[0].trace_json});
+  ASSERT_FALSE(back.ranks.empty());
+  EXPECT_TRUE(back.graph.gpu_tail_loop);
+  EXPECT_NEAR(double(analysis::analyze(back).measured_span_ns), 1.0e6, 0.01e6);
+  auto slow = emulate(w, 1, emulator::ClockSchedule::locked(600));
+  ASSERT_TRUE(slow.ok()) << slow.error().what;
+  EXPECT_GT(slow->step_ns.back(), 1'100'000);
+  const analysis::Workload slow_back = test::workload_of({slow->ranks[0].trace_json});
+  ASSERT_FALSE(slow_back.ranks.empty());
+  const analysis::Analysis a = analysis::analyze(slow_back);
+  EXPECT_NEAR(double(a.measured_span_ns), double(slow->step_ns.back()), 0.01 * double(slow->step_ns.back()));
 }
 
 }  // namespace

@@ -99,9 +99,10 @@ struct ExecutionStats {
 struct Execution {
   std::vector<RankExecution> ranks;
   // The whole job on one clock (ranks aligned by their collectives' ends): the step's span, or where the
-  // step holds GPU ops queued behind an earlier step's work (the GPU behind its host: pipelined), the
-  // loop's period — the longer of the host's span and the time from the first queued op starting to the
-  // end (as graph::Graph::measured_span_ns and the replay).
+  // step holds GPU ops queued behind an earlier step's work (the GPU behind its host) or its GPU tail runs
+  // free into the next step's host time (pipelined both), the loop's period — the longer of the host's
+  // span and the time from the first queued op starting to the end, or each stream's span (as
+  // graph::Graph::measured_span_ns and the replay).
   int64_t measured_span_ns = 0;
   int64_t span_ns = 0;
   bool pipelined = false;
@@ -180,9 +181,10 @@ class Program {
   int64_t end_ns() const;
   // The last run's step span as the loop runs it: end_ns(), or where the step holds GPU ops queued behind
   // an earlier step's work (the GPU behind its host), the longer of the host's span and the time from the
-  // first of them starting to the end: the loop's period.
+  // first of them starting to the end, and where its GPU tail runs free into the next step's host time, the
+  // longer of the host's span and each stream's span: the loop's period.
   int64_t period_ns() const;
-  // Whether the step holds GPU ops queued behind an earlier step's work (period_ns is then not end_ns).
+  // Whether the step is a loop's whose steps overlap (either case above; period_ns is then not end_ns).
   bool pipelined() const;
 
   struct Impl;

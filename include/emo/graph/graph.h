@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,6 +139,9 @@ struct BuildStats {
   int64_t queued_waits = 0;
   int64_t queued_wait_ns = 0;
   std::string queued_wait_example;
+  // The step's GPU work ran past its host by this much (the longest over the ranks) where the step is a
+  // loop's whose GPU tail runs free into the next step's host time (Graph::gpu_tail_loop); else 0.
+  int64_t gpu_tail_ns = 0;
   std::vector<std::string> notes;
 };
 using trace::kQueuedWaitMinNs;
@@ -160,6 +164,15 @@ struct Graph {
   // the GPU runs behind its host, and the step is the loop's period,
   // max(host span, step end - the first of them starting), not the host's start to the step's end.
   std::vector<NodeId> queued_ops;
+  // The step's GPU work runs past its host into the next step's host time, as the step before's ran into
+  // this one without holding it (trace::runs_free_gpu_tail, every rank with GPU work): a loop that never
+  // waits on its GPU and keeps up with its host. The step is then the loop's period, the longer of the
+  // host's span and each GPU stream's span (its first op's start to its last op's end: the next step's
+  // first op there starts a period after this one's), not the host's start to the GPU's end.
+  bool gpu_tail_loop = false;
+  // Whether the step is timed as a loop's period (queued_ops or gpu_tail_loop), not from its first point to
+  // its last.
+  bool loop_period() const { return !queued_ops.empty() || gpu_tail_loop; }
   bool counts_for_span(NodeId n) const { return n >= on_waiting_thread.size() || on_waiting_thread[n] == 0; }
 
   // ---- edges, and in-edges of each point in CSR form ----
@@ -196,6 +209,47 @@ struct Graph {
   // longer of the host's span and the time from the first of them starting to the step's end.
   int64_t measured_span_ns() const;
 };
+
+// The window of a loop's period (Graph::loop_period) from each point's time (`time(point)`: measured or
+// replayed), given the step's last end point `last` at `end`: queued ops, [end - max(host span, end - the
+// first of them starting), end]; a free GPU tail, the host's [first start, last end] where the host's span
+// is the longer, else the longest stream's [first start, last end]. `last` becomes the point that ends it.
+struct LoopWindow {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  PointId last = 0;
+};
+template <class TimeOf>
+LoopWindow loop_window(const Graph& g, TimeOf&& time, int64_t end, PointId last) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  int64_t h0 = kMax, h1 = kMin;
+  PointId h_last = last;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kCollective || !g.counts_for_span(n)) continue;
+    h0 = std::min(h0, time(start_point(n)));
+    if (time(end_point(n)) > h1) h1 = time(end_point(n)), h_last = end_point(n);
+  }
+  const int64_t host = h1 > h0 ? h1 - h0 : 0;
+  if (!g.queued_ops.empty()) {
+    int64_t anchor = kMax;
+    for (NodeId n : g.queued_ops) anchor = std::min(anchor, time(start_point(n)));
+    return {end - std::max(host, end - anchor), end, last};
+  }
+  // Each stream's first start and last end (lanes of GPU ops).
+  std::vector<int64_t> s0(g.lanes.size(), kMax), s1(g.lanes.size(), kMin);
+  std::vector<PointId> s_last(g.lanes.size(), 0);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!is_gpu(g.kind[n]) || !g.counts_for_span(n) || g.lane[n] >= g.lanes.size()) continue;
+    const uint32_t l = g.lane[n];
+    s0[l] = std::min(s0[l], time(start_point(n)));
+    if (time(end_point(n)) > s1[l]) s1[l] = time(end_point(n)), s_last[l] = end_point(n);
+  }
+  LoopWindow w{h0 == kMax ? end : h0, h1 == kMin ? end : h1, h_last};
+  for (size_t l = 0; l < s0.size(); ++l) {
+    if (s1[l] != kMin && s1[l] - s0[l] > w.end_ns - w.begin_ns) w = {s0[l], s1[l], s_last[l]};
+  }
+  return w;
+}
 
 // Builds the graph of the given ranks' traces (already windowed to one step).
 // Fails on a dependency cycle (names the nodes) or on an empty step.

@@ -160,6 +160,20 @@ inline constexpr int64_t kPriorStreamGapNs = 20'000;
 bool waited_on_prior_work(const std::vector<PriorGpuBusy>& busy, int32_t device, int32_t stream, int64_t from_ns,
                           int64_t start_ns);
 
+struct RankTrace;
+// Whether a step whose host runs from host_begin_ns to host_end_ns and whose GPU work ends at gpu_end_ns
+// (trace time; `t` after select_step) is a loop's step whose GPU tail runs free into the next step's host
+// time: its GPU work ends kQueuedWaitMinNs or more after its host's, and the step before's did the same to
+// it (earlier-step work ran kQueuedWaitMinNs or more into the step, prior_gpu_busy) without holding its host
+// (no runtime call or sync record of the step ended as that work ended, within kPriorStreamGapNs, having
+// begun before), and every GPU op of the step started within kQueuedWaitMinNs of its launch call's end or
+// its stream's op before, or as a GPU op of its device ended (an op that waited longer on nothing the trace
+// shows leaves the loop's timing unexplained). The caller checks that no GPU op of the step was queued
+// behind the step before's work (waited_on_prior_work).
+// A loop that never waits on its GPU and keeps up with its host: its step is the loop's period, the longer
+// of its host's span and each stream's span, not its host's start to its GPU's end.
+bool runs_free_gpu_tail(const RankTrace& t, int64_t host_begin_ns, int64_t host_end_ns, int64_t gpu_end_ns);
+
 struct RankTrace {
   std::string path;          // as given by the user (for messages)
   int rank = -1;             // distributedInfo.rank; -1 when absent
