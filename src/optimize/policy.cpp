@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include "emo/optimize/optimize.h"
@@ -94,9 +93,6 @@ class IssueTimes {
       if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].rank.index()] = plan.pack_clock_mhz[k];
     }
     std::vector<int64_t> out;
-    // Per GPU, the latest change issued so far in the step (from the step's start: a change due before it
-    // wraps around to the step before's end, after this).
-    std::vector<int64_t> last_issue(p_.gpus.size(), std::numeric_limits<int64_t>::min());
     for (size_t k = 0; k < p_.packs.size(); ++k) {
       const pack::Pack& pk = p_.packs[k];
       if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
@@ -106,16 +102,9 @@ class IssueTimes {
       const int64_t lead = clock >= prev_clock[gi] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
       prev_clock[gi] = clock;
       int64_t issue = begin[k] - lead;
-      if (changes) {
-        // A loop whose GPU tail runs into the next step (Graph::gpu_tail_loop): no change is issued before
-        // the step before's tail on this GPU ends, which would run that tail at this step's clock.
-        if (!tail_end.empty()) issue = std::max(issue, tail_end[gi]);
-        // Never before the change of the pack before (a short pack that lowers the clock, issued late,
-        // between two that raise it, issued early): changes take effect in the order issued, so the earlier
-        // pack's would hold through this one. Issued together, this pack's clock holds from then on.
-        issue = std::max(issue, last_issue[gi]);
-        last_issue[gi] = issue;
-      }
+      // A loop whose GPU tail runs into the next step (Graph::gpu_tail_loop): no change of clock is issued
+      // before the step before's tail on this GPU ends, which would run that tail at this step's clock.
+      if (changes && !tail_end.empty()) issue = std::max(issue, tail_end[gi]);
       if (issue < 0) issue += plan.time_ns;
       out.push_back(issue);
     }
