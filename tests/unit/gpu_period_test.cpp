@@ -7,9 +7,13 @@
 #include <vector>
 
 #include "emo/analysis/analysis.h"
+#include "emo/backends/profiling.h"
 #include "emo/device/profile.h"
 #include "emo/emulator/emulator.h"
 #include "emo/executor/executor.h"
+#include "emo/optimize/optimize.h"
+#include "emo/pack/fit.h"
+#include "emo/pack/pack.h"
 #include "emo/replay/replay.h"
 #include "test_util.h"
 #include "trace_json.h"
@@ -311,15 +315,20 @@ TEST(GpuPeriod, AWaitTheTraceDoesNotExplainIsNoPeriod) {
 // +600 (it runs [+900, +1400]), 400 µs into the next step's host time, which launches nothing before +500.
 // `host_waits`: each step after the first begins with a cudaStreamSynchronize that ends as the step
 // before's Kb does (the host waits on the tail: no free loop).
-std::string free_tail_steps(int steps = 3, bool host_waits = false) {
+// `side`: each step also launches a short kernel K0 on stream 8 at +20 (it runs [+30, +60], beside the step
+// before's tail on stream 7). `x`: every span that many times longer (not the 10 µs from launch to start).
+std::string free_tail_steps(int steps = 3, bool host_waits = false, bool side = false, double x = 1) {
   TraceJson t;
   for (int k = 0; k < steps; ++k) {
-    const double b = 1000.0 * k;
+    const double b = 1000.0 * k * x;
     const long c = 10L * k;
-    t.step(k + 1, b, 1000);
-    for (int i = 0; i < 12; ++i) t.cpu("data", b + 1 + 33 * i, 30);
-    if (host_waits && k > 0) t.runtime("cudaStreamSynchronize", b + 5, 395, c + 9);
-    t.launch("Ka", 7, b + 500, b + 510, 390, c + 1).launch("Kb", 7, b + 600, b + 900, 500, c + 2);
+    t.step(k + 1, b, 1000 * x);
+    for (int i = 0; i < 12; ++i) t.cpu("data", b + (1 + 33 * i) * x, 30 * x);
+    if (host_waits && k > 0) t.runtime("cudaStreamSynchronize", b + 5 * x, 395 * x, c + 9);
+    // Each kernel starts 10 µs after its launch, or as the one before it on its stream ends.
+    if (side) t.launch("K0", 8, b + 20 * x, b + 20 * x + 10, 30 * x, c + 3);
+    t.launch("Ka", 7, b + 500 * x, b + 500 * x + 10, 390 * x, c + 1)
+        .launch("Kb", 7, b + 600 * x, b + 890 * x + 10, 500 * x, c + 2);
   }
   return t.str();
 }
@@ -463,6 +472,43 @@ TEST(GpuPeriod, TheEmulatorRunsAFreeTailLoopByItsPeriod) {
   ASSERT_FALSE(slow_back.ranks.empty());
   const analysis::Analysis a = analysis::analyze(slow_back);
   EXPECT_NEAR(double(a.measured_span_ns), double(slow->step_ns.back()), 0.01 * double(slow->step_ns.back()));
+}
+
+// A policy for such a loop issues no change of clock before the step before's tail on its GPU ends (400 µs
+// into the step, 39 ms with the loop's spans ×100, so that packs are longer than the switching latency):
+// issued at the step's start or wrapped around into the step before's end, it would run that tail at this
+// step's clock. With K0 beside the tail in its own pack at the lowest clock and the rest at the highest,
+// K0's change (a lowering one) is due before the step's start.
+TEST(GpuPeriod, APolicyChangesNoClockUnderTheStepBeforesTail) {
+  const analysis::Workload w = test::workload_of({free_tail_steps(3, false, true, 100)});
+  ASSERT_TRUE(w.graph.gpu_tail_loop);
+  const device::DeviceProfile profile = *device::builtin_profile("h100");
+  auto p = pack::make_packs(w, analysis::analyze(w), profile);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto runs = backends::profile_plan(test::target("emulated:h100"), w, *p);
+  ASSERT_TRUE(runs.ok()) << runs.error().message();
+  auto m = pack::fit_pack_models(w, *p, *runs, profile);
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  optimize::Problem pr;
+  pr.workload = &w;
+  pr.packing = &*p;
+  pr.models = &*m;
+  pr.default_clock_mhz = int(profile.default_clock_mhz.value);
+  std::vector<int> clocks(p->packs.size(), profile.max_clock_mhz());
+  clocks.front() = profile.min_clock_mhz();
+  optimize::Solution sol;
+  sol.default_plan = optimize::predict(pr, std::vector<int>(p->packs.size(), pr.default_clock_mhz), "default");
+  sol.policy = optimize::predict(pr, clocks, "policy");
+  auto pf = optimize::applied_policy(pr, sol, 0.05);
+  ASSERT_TRUE(pf.ok()) << pf.error().message();
+  ASSERT_GE(pf->packs.size(), 2u);
+  ASSERT_NE(pf->packs.front().clock_mhz, pf->packs.back().clock_mhz);
+  // The step before's tail ends 39.01 ms in (Kb's end less the period): K0's change is issued then, not
+  // 12.9 ms (the lowering lead) before K0's start at 2.01 ms, wrapped around to 89.1 ms: under this step's
+  // own tail. The next pack's (Ka's, at 50 ms) comes after it.
+  EXPECT_GE(pf->packs.front().issue_at_ns, 39'000'000);
+  EXPECT_LT(pf->packs.front().issue_at_ns, 50'000'000);
+  EXPECT_GE(pf->packs[1].issue_at_ns, pf->packs.front().issue_at_ns);
 }
 
 }  // namespace
