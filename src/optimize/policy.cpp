@@ -82,42 +82,96 @@ class IssueTimes {
         p_(*pr.packing),
         x_(detail::prepare(pr)),
         lat_med_(int64_t(pr.models->profile.switch_latency_median_ms.value * 1e6)),
-        lat_p99_(int64_t(pr.models->profile.switch_latency_p99_ms.value * 1e6)) {}
+        lat_p99_(int64_t(pr.models->profile.switch_latency_p99_ms.value * 1e6)),
+        gpu_packs_(p_.gpus.size()) {
+    for (size_t k = 0; k < p_.packs.size(); ++k) {
+      if (p_.packs[k].first_op <= p_.packs[k].last_op) gpu_packs_[p_.packs[k].rank.index()].push_back(uint32_t(k));
+    }
+  }
 
   // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
   std::vector<int64_t> of(const Plan& plan) const {
-    std::vector<int64_t> tail_end;
-    const std::vector<int64_t> begin = begins_in(plan, tail_end);
-    std::vector<int> prev_clock(p_.gpus.size(), pr_.default_clock_mhz);
-    for (size_t k = 0; k < p_.packs.size(); ++k) {  // steady state: a step starts at the clock its last pack left
-      if (p_.packs[k].first_op <= p_.packs[k].last_op) prev_clock[p_.packs[k].rank.index()] = plan.pack_clock_mhz[k];
-    }
+    const Issues is = unwrapped(plan.pack_clock_mhz, plan.name);
     std::vector<int64_t> out;
     for (size_t k = 0; k < p_.packs.size(); ++k) {
-      const pack::Pack& pk = p_.packs[k];
-      if (pk.first_op > pk.last_op) continue;  // idle only: keeps the clock it has
-      const size_t gi = pk.rank.index();
-      const int clock = plan.pack_clock_mhz[k];
-      const bool changes = clock != prev_clock[gi];  // else, in the steady state, the clock it has already
-      const int64_t lead = clock >= prev_clock[gi] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
-      prev_clock[gi] = clock;
-      int64_t issue = begin[k] - lead;
-      // A loop whose GPU tail runs into the next step (Graph::gpu_tail_loop): no change of clock is issued
-      // before the step before's tail on this GPU ends, which would run that tail at this step's clock.
-      if (changes && !tail_end.empty()) issue = std::max(issue, tail_end[gi]);
-      if (issue < 0) issue += plan.time_ns;
-      out.push_back(issue);
+      if (p_.packs[k].first_op > p_.packs[k].last_op) continue;
+      out.push_back(is.at[k] < 0 ? is.at[k] + is.step_ns : is.at[k]);
     }
     return out;
   }
 
+  // A plan's clocks with every change that would land out of order dropped: changes take effect in the
+  // order issued, so a change issued after the next pack's change (a short pack that lowers the clock,
+  // issued late, before one that raises it, issued early) would hold its clock through the next pack.
+  // Such a pack keeps the clock before it instead (energy, not time); the issue times are then worked out
+  // again from the new clocks' replay, until none is out of order (a few rounds at most).
+  std::vector<int> in_order(std::vector<int> clocks, const std::string& name) const {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      const Issues is = unwrapped(clocks, name);
+      bool moved = false;
+      for (const std::vector<uint32_t>& packs : gpu_packs_) {
+        const size_t n = packs.size();
+        for (size_t i = 0; n >= 2 && i < n; ++i) {
+          const uint32_t k = packs[i];
+          const int prev = clocks[packs[(i + n - 1) % n]];  // the first pack's: the last one's (steady state)
+          const int64_t next = i + 1 < n ? is.at[packs[i + 1]] : is.at[packs[0]] + is.step_ns;
+          if (clocks[k] != prev && is.at[k] > next) {
+            clocks[k] = prev;
+            moved = true;
+          }
+        }
+      }
+      if (!moved) break;
+    }
+    return clocks;
+  }
+
  private:
+  static constexpr int kMaxRounds = 8;
+
+  struct Issues {
+    std::vector<int64_t> at;  // per pack with ops: its change's issue time, before wrapping (may be < 0)
+    int64_t step_ns = 0;      // the plan's predicted step time
+  };
+
+  // A change that sets the clock its GPU has already (the pack before's) is issued no earlier than the pack
+  // before's change: issued early, it would be the one that changes the clock, before the pack before.
+  Issues unwrapped(const std::vector<int>& clocks, const std::string& name) const {
+    std::vector<int64_t> tail_end;
+    Issues is;
+    const std::vector<int64_t> begin = begins_in(clocks, name, tail_end, is.step_ns);
+    is.at.assign(p_.packs.size(), 0);
+    for (size_t gi = 0; gi < gpu_packs_.size(); ++gi) {
+      const std::vector<uint32_t>& packs = gpu_packs_[gi];
+      for (size_t i = 0; i < packs.size(); ++i) {
+        const uint32_t k = packs[i];
+        const uint32_t before = packs[i > 0 ? i - 1 : packs.size() - 1];  // steady state: the last pack's clock
+        const bool changes = clocks[k] != clocks[before];
+        const int64_t lead = clocks[k] >= clocks[before] ? lat_p99_ : std::max<int64_t>(0, 2 * lat_med_ - lat_p99_);
+        int64_t issue = begin[k] - lead;
+        // A loop whose GPU tail runs into the next step (Graph::gpu_tail_loop): no change of clock is issued
+        // before the step before's tail on this GPU ends, which would run that tail at this step's clock.
+        if (changes && !tail_end.empty()) issue = std::max(issue, tail_end[gi]);
+        if (!changes && i > 0) issue = std::max(issue, is.at[before]);
+        is.at[k] = issue;
+      }
+      // The first pack's clock is the one the last pack set (the step before's): after that change, and so
+      // are the packs that keep it.
+      for (size_t i = 0; packs.size() >= 2 && i < packs.size() && clocks[packs[i]] == clocks[packs.back()]; ++i) {
+        const int64_t after = i > 0 ? is.at[packs[i - 1]] : is.at[packs.back()] - is.step_ns;
+        is.at[packs[i]] = std::max(is.at[packs[i]], after);
+      }
+    }
+    return is;
+  }
+
   // Each pack's begin in a plan's replay: its begin in the trace, moved as much as its first op moved. In a
   // loop whose GPU tail runs into the next step, `tail_end` gets, per GPU, where the step before's last op
   // ends in this step (its end in the replay less the period; 0 where it ends before the step begins).
-  std::vector<int64_t> begins_in(const Plan& plan, std::vector<int64_t>& tail_end) const {
+  std::vector<int64_t> begins_in(const std::vector<int>& clocks, const std::string& name,
+                                 std::vector<int64_t>& tail_end, int64_t& step_ns) const {
     replay::Timeline tl;
-    detail::predict_prepared(pr_, x_, plan.pack_clock_mhz, plan.name, &tl);
+    step_ns = detail::predict_prepared(pr_, x_, clocks, name, &tl).time_ns;
     const graph::Graph& g = pr_.workload->graph;
     if (g.gpu_tail_loop && g.queued_ops.empty()) {
       tail_end.assign(p_.gpus.size(), 0);
@@ -140,6 +194,7 @@ class IssueTimes {
   const pack::Packing& p_;
   const detail::Prepared x_;
   const int64_t lat_med_, lat_p99_;
+  std::vector<std::vector<uint32_t>> gpu_packs_;  // each GPU's packs with ops, in order
 };
 
 // The clocks of a plan for the packs with GPU work (the policy file's packs), in pack order.
@@ -156,6 +211,11 @@ json predictions(const Solution& s) {
 }
 
 }  // namespace
+
+std::vector<int> clocks_in_issue_order(const Problem& pr, const Plan& plan) {
+  if (plan.pack_clock_mhz.size() != pr.packing->packs.size()) return plan.pack_clock_mhz;
+  return IssueTimes(pr).in_order(plan.pack_clock_mhz, plan.name);
+}
 
 Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double max_slowdown) {
   const pack::Packing& p = *pr.packing;

@@ -159,5 +159,11 @@ Result<PolicyFile> read_policy(const std::string& path, const std::string& text,
                                const device::DeviceProfile& profile);
 // The policy of a solution as a runtime applies it — what read_policy gives for policy_json's file.
 Result<PolicyFile> applied_policy(const Problem& problem, const Solution& s, double max_slowdown);
+// A plan's clocks as its changes can land: changes take effect in the order issued, and a raise is issued
+// a p99 latency ahead of its pack, a lowering later (2·median − p99 ahead), so a short pack that lowers
+// the clock before one that raises it would have its change issued after the next one's, its low clock
+// held through the next pack. Such a pack keeps the clock before it (energy, not time). The same clocks
+// where every change lands in order; optimize() returns its policy and baselines so.
+std::vector<int> clocks_in_issue_order(const Problem& problem, const Plan& plan);
 
 }  // namespace emo::optimize
