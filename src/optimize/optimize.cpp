@@ -109,15 +109,16 @@ void improve(Search& c) {
 // not time), and the plan is priced again. A plan that would then miss the target stays as it was. The
 // best baseline replaces the policy where it is now priced lower (never lose to a baseline).
 void in_issue_order(Search& c, Solution& s) {
-  auto fix = [&](Plan& p) {
-    std::vector<int> clocks = clocks_in_issue_order(c.pr, p);
-    if (clocks == p.pack_clock_mhz) return;
-    Plan q = c.replay(std::move(clocks), p.name.c_str());
+  std::vector<Plan*> plans{&c.best};
+  for (Plan& b : s.baselines) plans.push_back(&b);
+  std::vector<std::vector<int>> clocks = clocks_in_issue_order(c.pr, std::vector<const Plan*>(plans.begin(), plans.end()));
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Plan& p = *plans[i];
+    if (clocks[i] == p.pack_clock_mhz) continue;
+    Plan q = c.replay(std::move(clocks[i]), p.name.c_str());
     if (q.feasible || !p.feasible) p = std::move(q);
-  };
-  fix(c.best);
-  for (Plan& b : s.baselines) {
-    fix(b);
+  }
+  for (const Plan& b : s.baselines) {
     if (c.beats_best(b)) {
       c.best = b;
       c.best.name = "policy";

@@ -212,9 +212,22 @@ json predictions(const Solution& s) {
 
 }  // namespace
 
+std::vector<std::vector<int>> clocks_in_issue_order(const Problem& pr, const std::vector<const Plan*>& plans) {
+  std::vector<std::vector<int>> out;
+  std::optional<IssueTimes> issue_times;
+  for (const Plan* plan : plans) {
+    if (plan->pack_clock_mhz.size() != pr.packing->packs.size()) {
+      out.push_back(plan->pack_clock_mhz);
+      continue;
+    }
+    if (!issue_times) issue_times.emplace(pr);
+    out.push_back(issue_times->in_order(plan->pack_clock_mhz, plan->name));
+  }
+  return out;
+}
+
 std::vector<int> clocks_in_issue_order(const Problem& pr, const Plan& plan) {
-  if (plan.pack_clock_mhz.size() != pr.packing->packs.size()) return plan.pack_clock_mhz;
-  return IssueTimes(pr).in_order(plan.pack_clock_mhz, plan.name);
+  return std::move(clocks_in_issue_order(pr, std::vector<const Plan*>{&plan}).front());
 }
 
 Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double max_slowdown) {

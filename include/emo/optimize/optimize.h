@@ -165,5 +165,7 @@ Result<PolicyFile> applied_policy(const Problem& problem, const Solution& s, dou
 // held through the next pack. Such a pack keeps the clock before it (energy, not time). The same clocks
 // where every change lands in order; optimize() returns its policy and baselines so.
 std::vector<int> clocks_in_issue_order(const Problem& problem, const Plan& plan);
+// The same for several plans of one problem (prepared once).
+std::vector<std::vector<int>> clocks_in_issue_order(const Problem& problem, const std::vector<const Plan*>& plans);
 
 }  // namespace emo::optimize
