@@ -32,6 +32,16 @@ struct ReplayCache {
   std::vector<std::unique_ptr<ReplayState>> idle;
 };
 
+// A pack that begins before the step: in a loop whose GPU runs behind its host, the step's first ops ran
+// in the period before, beside the step's other packs (Graph::queued_ops). In the loop's steady state it
+// runs a period later.
+inline bool begins_a_period_later(const pack::Packing& p, uint32_t k) {
+  return p.packs[k].begin_ns < 0 && p.step_ns > 0;
+}
+// Each GPU's packs in the order the GPU meets them, the order their clock changes must land in: the
+// packs' order, with a pack that begins a period later put among the others by that time.
+std::vector<std::vector<uint32_t>> packs_in_time_order(const pack::Packing& p);
+
 // Per GPU op: its pack and its atom's signature; per pack: busy time at the reference clock.
 struct Prepared {
   std::vector<std::vector<uint32_t>> op_pack, op_sig, op_pos;  // per GPU op: pack, signature, position in its atom
@@ -41,7 +51,10 @@ struct Prepared {
   // GPU's last pack, to the step's end and on from the step's start to its first pack (the next step).
   // A clock stays set until the next change, so this idle runs at the pack's clock.
   std::vector<int64_t> gap_after_ns;
-  std::vector<uint32_t> next_pack;  // the next pack of the same GPU (the first one after the last)
+  // The next pack of the same GPU in the order the GPU meets them (packs_in_time_order; the first one after
+  // the last), and whether it is in the next step (the pack is that order's last).
+  std::vector<uint32_t> next_pack;
+  std::vector<char> next_wraps;
   // Per pack with ops, in the default clocks' replay: the start of its first op (ns), and that replay's
   // begin.
   std::vector<int64_t> first_start0;

@@ -83,9 +83,9 @@ class IssueTimes {
         x_(detail::prepare(pr)),
         lat_med_(int64_t(pr.models->profile.switch_latency_median_ms.value * 1e6)),
         lat_p99_(int64_t(pr.models->profile.switch_latency_p99_ms.value * 1e6)),
-        gpu_packs_(p_.gpus.size()) {
-    for (size_t k = 0; k < p_.packs.size(); ++k) {
-      if (p_.packs[k].first_op <= p_.packs[k].last_op) gpu_packs_[p_.packs[k].rank.index()].push_back(uint32_t(k));
+        gpu_packs_(detail::packs_in_time_order(p_)) {
+    for (std::vector<uint32_t>& packs : gpu_packs_) {
+      std::erase_if(packs, [&](uint32_t k) { return p_.packs[k].first_op > p_.packs[k].last_op; });
     }
   }
 
@@ -114,8 +114,14 @@ class IssueTimes {
         for (size_t i = 0; n >= 2 && i < n; ++i) {
           const uint32_t k = packs[i];
           const int prev = clocks[packs[(i + n - 1) % n]];  // the first pack's: the last one's (steady state)
-          const int64_t next = i + 1 < n ? is.at[packs[i + 1]] : is.at[packs[0]] + is.step_ns;
-          if (clocks[k] != prev && is.at[k] > next) {
+          if (clocks[k] == prev) continue;
+          // The next pack; past one that begins a period later and keeps this clock (its change, a no-op,
+          // comes after this one), the pack after it, as without it.
+          size_t j = (i + 1) % n;
+          while (j != i && clocks[packs[j]] == clocks[k] && detail::begins_a_period_later(p_, packs[j])) j = (j + 1) % n;
+          if (j == i) continue;
+          const int64_t next = is.at[packs[j]] + (j > i ? 0 : is.step_ns);
+          if (is.at[k] > next) {
             clocks[k] = prev;
             moved = true;
           }
@@ -186,6 +192,7 @@ class IssueTimes {
       if (pk.first_op > pk.last_op) continue;
       const NodeId n = p_.gpus[pk.rank.index()].ops[pk.first_op];
       out[k] += (tl.start(n) - tl.begin_ns) - (x_.first_start0[k] - x_.begin0);
+      if (detail::begins_a_period_later(p_, uint32_t(k))) out[k] += step_ns;  // a period later
     }
     return out;
   }
@@ -194,7 +201,7 @@ class IssueTimes {
   const pack::Packing& p_;
   const detail::Prepared x_;
   const int64_t lat_med_, lat_p99_;
-  std::vector<std::vector<uint32_t>> gpu_packs_;  // each GPU's packs with ops, in order
+  std::vector<std::vector<uint32_t>> gpu_packs_;  // each GPU's packs with ops, in the order the GPU meets them
 };
 
 // The clocks of a plan for the packs with GPU work (the policy file's packs), in pack order.

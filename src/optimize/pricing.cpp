@@ -84,21 +84,19 @@ void owned_gaps(const Problem& pr, Prepared& x) {
   }
   x.gap_after_ns.assign(p.packs.size(), 0);
   x.next_pack.assign(p.packs.size(), graph::kNoId);
-  std::vector<uint32_t> first(p.gpus.size(), graph::kNoId), last(p.gpus.size(), graph::kNoId);
-  for (uint32_t k = 0; k < p.packs.size(); ++k) {
-    const size_t gi = p.packs[k].rank.index();
-    if (first[gi] == graph::kNoId) first[gi] = k;
-    if (last[gi] != graph::kNoId) {
-      x.next_pack[last[gi]] = k;
-      x.gap_after_ns[last[gi]] = p.packs[k].begin_ns - p.packs[last[gi]].end_ns;
-    }
-    last[gi] = k;
-  }
+  x.next_wraps.assign(p.packs.size(), 0);
   const int64_t span0 = tl0.makespan_ns();
-  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
-    if (last[gi] == graph::kNoId) continue;
-    x.next_pack[last[gi]] = first[gi];
-    x.gap_after_ns[last[gi]] = (span0 - p.packs[last[gi]].end_ns) + p.packs[first[gi]].begin_ns;
+  auto begin = [&](uint32_t k) { return p.packs[k].begin_ns + (begins_a_period_later(p, k) ? span0 : 0); };
+  for (const std::vector<uint32_t>& packs : packs_in_time_order(p)) {
+    for (size_t i = 0; i < packs.size(); ++i) {
+      const uint32_t k = packs[i];
+      const bool last = i + 1 == packs.size();
+      const uint32_t nx = packs[last ? 0 : i + 1];
+      x.next_pack[k] = nx;
+      x.next_wraps[k] = last;
+      // What the pack owns (to the next one's begin) less its span.
+      x.gap_after_ns[k] = (begin(nx) + (last ? span0 : 0) - begin(k)) - (p.packs[k].end_ns - p.packs[k].begin_ns);
+    }
   }
 }
 
@@ -164,6 +162,25 @@ int64_t begin_in(const pack::Packing& p, const Prepared& x, const replay::Timeli
   return pk.begin_ns + (tl.start(p.gpus[pk.rank.index()].ops[pk.first_op]) - x.first_start0[k]);
 }
 
+}  // namespace
+
+std::vector<std::vector<uint32_t>> packs_in_time_order(const pack::Packing& p) {
+  std::vector<std::vector<uint32_t>> out(p.gpus.size()), later(p.gpus.size());
+  for (uint32_t k = 0; k < p.packs.size(); ++k) {
+    (begins_a_period_later(p, k) ? later : out)[p.packs[k].rank.index()].push_back(k);
+  }
+  for (size_t gi = 0; gi < out.size(); ++gi) {
+    for (uint32_t k : later[gi]) {
+      const int64_t at = p.packs[k].begin_ns + p.step_ns;
+      auto it = std::find_if(out[gi].begin(), out[gi].end(), [&](uint32_t j) { return p.packs[j].begin_ns > at; });
+      out[gi].insert(it, k);
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // Adds to `e` each pack's energy at its clock, with the idle after it until the next pack (the clock
 // stays set); `covered_s` gets the time each GPU's packs own.
 void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks,
@@ -176,10 +193,10 @@ void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int
     const pack::Pack& pk = p.packs[k];
     if (pr.idle_from_replay && pk.first_op <= pk.last_op) {
       // What the pack's busy time does not fill of the time it owns (to the next pack's start) is idle.
-      const int64_t b = begin_in(p, x, tl, k);
+      auto begin = [&](uint32_t q) { return begin_in(p, x, tl, q) + (begins_a_period_later(p, q) ? time_ns : 0); };
       const uint32_t nx = x.next_pack[k];
-      const int64_t nb = begin_in(p, x, tl, nx);
-      const int64_t owned_ns = nx > k ? nb - b : (time_ns - b) + nb;  // the last pack: into the next step
+      // The last pack: into the next step.
+      const int64_t owned_ns = begin(nx) + (x.next_wraps[k] ? time_ns : 0) - begin(k);
       const double idle_now = double(owned_ns) * 1e-9 - busy_s;
       ek += (idle_now - idle_s - gap_s) * pr.models->idle_power_w(pk.rank, clocks[k]);
       idle_s = idle_now;
