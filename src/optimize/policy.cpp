@@ -95,7 +95,11 @@ class IssueTimes {
     std::vector<int64_t> out;
     for (size_t k = 0; k < p_.packs.size(); ++k) {
       if (p_.packs[k].first_op > p_.packs[k].last_op) continue;
-      out.push_back(is.at[k] < 0 ? is.at[k] + is.step_ns : is.at[k]);
+      // Within the step: a change issued before it, in the step before; one of a pack that begins a period
+      // later (and could be issued past the step's end), in the step after.
+      int64_t at = is.at[k] < 0 ? is.at[k] + is.step_ns : is.at[k];
+      if (is.step_ns > 0 && at >= is.step_ns) at -= is.step_ns;
+      out.push_back(at);
     }
     return out;
   }
