@@ -1,0 +1,84 @@
+// The replay shared by the processes of a run (DESIGN.md §9, docs/mpi.md): each process owns the nodes of
+// a contiguous part of the ranks (and the collectives whose first member is one of them: owners(); any
+// partition of the nodes gives the same answer), sweeps its own
+// points in the order of the graph's topological order, and exchanges with the other processes only the
+// times that cross: a rank's arrival at a collective owned elsewhere, a collective's end read by its
+// members. Conservative synchronization: a process computes a point only once every time it depends on is
+// known, and sends what it has computed before it waits, so the processes never wait on one another in a
+// circle (the graph has no cycle, and each sweeps in one global order).
+//
+// The answer is run()'s and slack()'s for the points each process owns, and run()'s span on every process,
+// bit for bit (the same formula at every point; the step's end goes to the first point in the global
+// topological order, as one process finds it). What it does not do yet: build the part of the graph a
+// process owns from its own shard of rank files (make_shard() cuts it from the whole graph).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "emo/base/result.h"
+#include "emo/dist/dist.h"
+#include "emo/graph/graph.h"
+
+namespace emo::replay {
+
+// The dependencies of one process's points in one direction (forward: in-edges; backward: out-edges),
+// local points 0 .. 2·nodes − 1 (2i the start of node i, 2i + 1 its end), then the other processes'
+// points it reads (2·nodes + j: imports[j]).
+struct ShardSide {
+  std::vector<uint32_t> dep_off;   // per local point, into dep / dep_lat (size points + 1)
+  std::vector<uint32_t> dep;       // local point, or 2·nodes + j for import j
+  std::vector<int64_t> dep_lat;    // the edge's latency
+  std::vector<graph::PointId> imports;  // global ids, ascending
+  std::vector<int32_t> import_from;     // the process that owns each
+  std::vector<uint32_t> to_off;    // per local point, into to (size points + 1)
+  std::vector<int32_t> to;         // the processes that read the point's time in this direction
+};
+
+// One process's part of a graph.
+struct Shard {
+  int process = 0;
+  int processes = 1;
+  size_t graph_points = 0;              // points of the whole graph
+  std::vector<graph::NodeId> nodes;     // global ids of the nodes it owns, ascending (local node i)
+  std::vector<uint32_t> order;          // its local points in the global topological order
+  std::vector<uint32_t> topo_pos;       // per local point: its position in the global topological order
+  ShardSide forward, backward;
+  // Per local node: the graph's duration and measured start, whether it counts for the step's span, its
+  // class for a loop's period (0 host, 1 GPU op, 2 collective), its lane (global) and whether it is queued.
+  std::vector<int64_t> dur_ns, meas_start_ns;
+  std::vector<uint8_t> counts, cls, queued;
+  std::vector<uint32_t> lane;
+  size_t lanes = 0;                     // lanes of the whole graph
+  bool queued_loop = false, gpu_tail_loop = false;
+
+  size_t num_nodes() const { return nodes.size(); }
+  size_t num_points() const { return 2 * nodes.size(); }
+  graph::PointId global_point(uint32_t local) const { return 2 * nodes[local / 2] + (local & 1u); }
+};
+
+// The process of each node of `g` among `processes`: a rank's nodes go to the process whose part of the
+// ranks (dist::shard over the ranks in graph order) holds it, a collective to its first member's.
+std::vector<int32_t> owners(const graph::Graph& g, int processes);
+// The part of `g` that process `process` owns.
+Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int process, int processes);
+
+struct ShardTimeline {
+  std::vector<int64_t> t_ns;            // per local point
+  int64_t begin_ns = 0, end_ns = 0;     // the step's, the same on every process
+  graph::PointId last_point = 0;        // global
+  int64_t makespan_ns() const { return end_ns - begin_ns; }
+  // What the exchange took: batches sent, and the times this process waited for another's.
+  int64_t messages_sent = 0, waits = 0;
+};
+
+// Replayer::run() over the processes of `comm`, each with its own shard: `dur_ns` one per local node (empty:
+// the graph's). Every process of the run calls it with its shard. An Error where another process sends
+// nothing for dist::timeout_s(), or sends what is not such a run's.
+Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out);
+// Replayer::slack() over the processes, from run_distributed()'s timeline with the same durations: the
+// slack of each local node.
+Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, const ShardTimeline& tl,
+                         dist::Comm& comm, std::vector<int64_t>& slack_ns);
+
+}  // namespace emo::replay

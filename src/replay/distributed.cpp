@@ -1,0 +1,422 @@
+// The replay shared by processes (include/emo/replay/distributed.h): each process sweeps its own points and
+// exchanges the times that cross between processes in batches, sent before it waits.
+#include "emo/replay/distributed.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace emo::replay {
+
+using graph::NodeId;
+using graph::NodeKind;
+using graph::PointId;
+
+namespace {
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+// Message tags of the distributed replay (the reading's are 10 and 11: src/analysis/analysis.cpp).
+constexpr int kTagForward = 20;
+constexpr int kTagBackward = 21;
+constexpr int kTagGather = 22;
+constexpr int kTagResult = 23;
+
+std::string to_bytes(const std::vector<int64_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+}
+Result<std::vector<int64_t>> from_bytes(const std::string& b) {
+  if (b.size() % sizeof(int64_t) != 0) return make_error("", "a replay message from another process arrived cut short");
+  std::vector<int64_t> v(b.size() / sizeof(int64_t));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// Every process gives `mine`; process 0 combines them all (in process order) and every process gets the
+// combination.
+template <class Combine>
+Result<std::vector<int64_t>> all_combine(dist::Comm& comm, const std::vector<int64_t>& mine, Combine&& combine) {
+  const double wait = dist::timeout_s();
+  if (!comm.is_root()) {
+    EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagGather, to_bytes(mine)));
+    auto m = comm.recv(dist::kRoot, kTagResult, wait);
+    if (!m) return make_error("", "the replay's span: " + m.error().message());
+    return from_bytes(*m);
+  }
+  std::vector<std::vector<int64_t>> all{mine};
+  for (int p = 1; p < comm.size(); ++p) {
+    auto m = comm.recv(p, kTagGather, wait);
+    if (!m) return make_error("", "the replay's span: " + m.error().message());
+    auto v = from_bytes(*m);
+    if (!v) return v.error();
+    all.push_back(std::move(*v));
+  }
+  std::vector<int64_t> out = combine(all);
+  for (int p = 1; p < comm.size(); ++p) EMO_RETURN_IF_ERROR(comm.send(p, kTagResult, to_bytes(out)));
+  return out;
+}
+
+// One sweep's exchange: the values of the other processes' points as they arrive, and batches of this
+// process's values for them, sent before each wait and at the end.
+class Exchange {
+ public:
+  Exchange(const Shard& s, const ShardSide& side, dist::Comm& comm, int tag, std::vector<int64_t>& val)
+      : s_(s), side_(side), comm_(comm), tag_(tag), val_(val), have_(side.imports.size(), 0),
+        outbox_(size_t(std::max(1, s.processes))) {
+    val_.assign(s.num_points() + side.imports.size(), 0);
+  }
+  // Waits until every value that local point `p` depends on is known.
+  Status ready(uint32_t p) {
+    const uint32_t np = uint32_t(s_.num_points());
+    for (uint32_t k = side_.dep_off[p]; k < side_.dep_off[p + 1]; ++k) {
+      const uint32_t d = side_.dep[k];
+      if (d < np) continue;
+      while (!have_[d - np]) EMO_RETURN_IF_ERROR(receive(side_.import_from[d - np]));
+    }
+    return {};
+  }
+  // Local point `p`'s value is known: queue it for the processes that read it.
+  void computed(uint32_t p) {
+    for (uint32_t k = side_.to_off[p]; k < side_.to_off[p + 1]; ++k) {
+      auto& box = outbox_[size_t(side_.to[k])];
+      box.push_back(int64_t(s_.global_point(p)));
+      box.push_back(val_[p]);
+    }
+  }
+  Status flush() {
+    for (size_t q = 0; q < outbox_.size(); ++q) {
+      if (outbox_[q].empty()) continue;
+      EMO_RETURN_IF_ERROR(comm_.send(int(q), tag_, to_bytes(outbox_[q])));
+      outbox_[q].clear();
+      ++sent;
+    }
+    return {};
+  }
+  int64_t sent = 0, waits = 0;
+
+ private:
+  Status receive(int from) {
+    EMO_RETURN_IF_ERROR(flush());  // what this process knows first: no process waits on another in a circle
+    ++waits;
+    auto m = comm_.recv(from, tag_, dist::timeout_s());
+    if (!m) return make_error("", "the distributed replay: " + m.error().message());
+    auto v = from_bytes(*m);
+    if (!v || v->size() % 2 != 0) return make_error("", fmt::format("process {} sent a replay message cut short", from));
+    const size_t np = s_.num_points();
+    for (size_t i = 0; i < v->size(); i += 2) {
+      const auto it = std::lower_bound(side_.imports.begin(), side_.imports.end(), PointId((*v)[i]));
+      const size_t j = size_t(it - side_.imports.begin());
+      if ((*v)[i] < 0 || it == side_.imports.end() || int64_t(*it) != (*v)[i] || side_.import_from[j] != from) {
+        return make_error("", fmt::format("process {} sent the time of a point {} that it does not share with "
+                                          "process {}: the processes hold parts of different graphs",
+                                          from, (*v)[i], s_.process));
+      }
+      val_[np + j] = (*v)[i + 1];
+      have_[j] = 1;
+    }
+    return {};
+  }
+  const Shard& s_;
+  const ShardSide& side_;
+  dist::Comm& comm_;
+  int tag_;
+  std::vector<int64_t>& val_;
+  std::vector<uint8_t> have_;
+  std::vector<std::vector<int64_t>> outbox_;
+};
+
+int64_t dur_of(const Shard& s, const std::vector<int64_t>& dur_ns, uint32_t node) {
+  return dur_ns.empty() ? s.dur_ns[node] : dur_ns[node];
+}
+
+// The span's parts a process knows (see combine_span): [begin, end, last, last's topological position,
+// host's first start, host's last end, the node ending it, the queued ops' first start, then per lane of
+// this process's: lane, first start, last end, the node ending it].
+std::vector<int64_t> span_part(const Shard& s, const std::vector<int64_t>& t) {
+  int64_t begin = kMax, end = kMin, last = 0, last_pos = kMax;
+  for (uint32_t p : s.order) {
+    if (!s.counts[p / 2]) continue;
+    if (!(p & 1u)) {
+      begin = std::min(begin, t[p]);
+    } else if (t[p] > end) {
+      end = t[p];
+      last = s.global_point(p);
+      last_pos = s.topo_pos[p];
+    }
+  }
+  std::vector<int64_t> part{begin, end, last, last_pos, kMax, kMin, 0, kMax};
+  if (!s.queued_loop && !s.gpu_tail_loop) return part;
+  std::vector<int64_t> s0(s.lanes, kMax), s1(s.lanes, kMin), s_last(s.lanes, 0);
+  for (uint32_t i = 0; i < s.num_nodes(); ++i) {
+    if (!s.counts[i]) continue;
+    const int64_t a = t[2 * i], b = t[2 * i + 1];
+    if (s.cls[i] == 0) {
+      part[4] = std::min(part[4], a);
+      if (b > part[5]) part[5] = b, part[6] = s.nodes[i];
+    } else if (s.cls[i] == 1 && s.lane[i] < s.lanes) {
+      const uint32_t l = s.lane[i];
+      s0[l] = std::min(s0[l], a);
+      if (b > s1[l]) s1[l] = b, s_last[l] = s.nodes[i];
+    }
+    if (s.queued[i]) part[7] = std::min(part[7], a);
+  }
+  for (size_t l = 0; l < s.lanes; ++l) {
+    if (s1[l] == kMin) continue;
+    part.insert(part.end(), {int64_t(l), s0[l], s1[l], s_last[l]});
+  }
+  return part;
+}
+
+// The step's [begin, end, last point] from every process's span_part, as Replayer::run() finds it
+// (graph::loop_window for a loop's period).
+std::vector<int64_t> combine_span(const Shard& s, const std::vector<std::vector<int64_t>>& parts) {
+  int64_t begin = kMax, end = kMin, last = 0, last_pos = kMax, h0 = kMax, h1 = kMin, h_node = kMax, anchor = kMax;
+  std::vector<std::array<int64_t, 4>> lanes;
+  for (const auto& v : parts) {
+    if (v.size() < 8) continue;
+    begin = std::min(begin, v[0]);
+    if (v[1] > end || (v[1] == end && v[1] != kMin && v[3] < last_pos)) end = v[1], last = v[2], last_pos = v[3];
+    h0 = std::min(h0, v[4]);
+    if (v[5] > h1 || (v[5] == h1 && v[5] != kMin && v[6] < h_node)) h1 = v[5], h_node = v[6];
+    anchor = std::min(anchor, v[7]);
+    for (size_t i = 8; i + 3 < v.size(); i += 4) lanes.push_back({v[i], v[i + 1], v[i + 2], v[i + 3]});
+  }
+  if (s.graph_points == 0 || end == kMin) return {0, 0, 0};
+  if (!s.queued_loop && !s.gpu_tail_loop) return {begin, end, last};
+  const int64_t host = h1 > h0 ? h1 - h0 : 0;
+  if (s.queued_loop) return {end - std::max(host, end - anchor), end, last};
+  // A lane's ops may lie with several processes (any partition of the nodes is a shard's): merge its parts.
+  std::sort(lanes.begin(), lanes.end());
+  size_t kept = 0;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (kept > 0 && lanes[kept - 1][0] == lanes[i][0]) {
+      auto& l = lanes[kept - 1];
+      l[1] = std::min(l[1], lanes[i][1]);
+      if (lanes[i][2] > l[2] || (lanes[i][2] == l[2] && lanes[i][3] < l[3])) l[2] = lanes[i][2], l[3] = lanes[i][3];
+    } else {
+      lanes[kept++] = lanes[i];
+    }
+  }
+  lanes.resize(kept);
+  int64_t wb = h0 == kMax ? end : h0, we = h1 == kMin ? end : h1;
+  int64_t wl = h1 == kMin ? last : int64_t(graph::end_point(NodeId(h_node)));
+  for (const auto& l : lanes) {
+    if (l[2] - l[1] > we - wb) wb = l[1], we = l[2], wl = int64_t(graph::end_point(NodeId(l[3])));
+  }
+  return {wb, we, wl};
+}
+
+}  // namespace
+
+std::vector<int32_t> owners(const graph::Graph& g, int processes) {
+  const size_t ranks = g.num_ranks();
+  std::vector<int32_t> of_rank(ranks, 0);
+  for (int p = 0; p < processes; ++p) {
+    const auto [b, e] = dist::shard(ranks, p, processes);
+    for (size_t r = b; r < e; ++r) of_rank[r] = p;
+  }
+  std::vector<int32_t> owner(g.num_nodes(), 0);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) owner[n] = g.rank[n] < ranks ? of_rank[g.rank[n]] : 0;
+  return owner;
+}
+
+namespace {
+// One direction's dependencies of the shard's points: `deps(p)` and `reads(p)` the edges of global point p
+// that it depends on and that depend on it, `other(e)` and `reader(e)` the point at the other end of each.
+template <class Deps, class Reads, class Other, class Reader>
+ShardSide make_side(const graph::Graph& g, const std::vector<int32_t>& owner, const Shard& s,
+                    const std::vector<uint32_t>& local_of, Deps&& deps, Reads&& reads, Other&& other,
+                    Reader&& reader) {
+  ShardSide side;
+  const size_t np = s.num_points();
+  for (uint32_t p = 0; p < np; ++p) {
+    deps(s.global_point(p), [&](uint32_t e) {
+      const PointId q = other(g.edges[e]);
+      if (owner[graph::node_of(q)] != s.process) side.imports.push_back(q);
+    });
+  }
+  std::sort(side.imports.begin(), side.imports.end());
+  side.imports.erase(std::unique(side.imports.begin(), side.imports.end()), side.imports.end());
+  for (PointId q : side.imports) side.import_from.push_back(owner[graph::node_of(q)]);
+  side.dep_off.assign(np + 1, 0);
+  side.to_off.assign(np + 1, 0);
+  std::vector<int32_t> procs;
+  for (uint32_t p = 0; p < np; ++p) {
+    deps(s.global_point(p), [&](uint32_t e) {
+      const PointId q = other(g.edges[e]);
+      const NodeId n = graph::node_of(q);
+      if (owner[n] == s.process) {
+        side.dep.push_back(2 * local_of[n] + (q & 1u));
+      } else {
+        const auto it = std::lower_bound(side.imports.begin(), side.imports.end(), q);
+        side.dep.push_back(uint32_t(np + size_t(it - side.imports.begin())));
+      }
+      side.dep_lat.push_back(g.edges[e].lat_ns);
+    });
+    side.dep_off[p + 1] = uint32_t(side.dep.size());
+    procs.clear();
+    reads(s.global_point(p), [&](uint32_t e) {
+      const int32_t o = owner[graph::node_of(reader(g.edges[e]))];
+      if (o != s.process) procs.push_back(o);
+    });
+    std::sort(procs.begin(), procs.end());
+    procs.erase(std::unique(procs.begin(), procs.end()), procs.end());
+    side.to.insert(side.to.end(), procs.begin(), procs.end());
+    side.to_off[p + 1] = uint32_t(side.to.size());
+  }
+  return side;
+}
+}  // namespace
+
+Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int process, int processes) {
+  Shard s;
+  s.process = process;
+  s.processes = processes;
+  s.graph_points = g.num_points();
+  s.lanes = g.lanes.size();
+  s.queued_loop = !g.queued_ops.empty();
+  s.gpu_tail_loop = g.gpu_tail_loop;
+  std::vector<uint32_t> local_of(g.num_nodes(), graph::kNoId);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (owner[n] != process) continue;
+    local_of[n] = uint32_t(s.nodes.size());
+    s.nodes.push_back(n);
+    s.dur_ns.push_back(g.dur_ns[n]);
+    s.meas_start_ns.push_back(g.meas_start_ns[n]);
+    s.counts.push_back(g.counts_for_span(n) ? 1 : 0);
+    s.cls.push_back(g.kind[n] == NodeKind::kCollective ? 2 : graph::is_gpu(g.kind[n]) ? 1 : 0);
+    s.lane.push_back(g.lane[n]);
+    s.queued.push_back(0);
+  }
+  for (NodeId n : g.queued_ops) {
+    if (n < g.num_nodes() && owner[n] == process) s.queued[local_of[n]] = 1;
+  }
+  s.topo_pos.assign(s.num_points(), 0);
+  for (size_t i = 0; i < g.topo.size(); ++i) {
+    const PointId p = g.topo[i];
+    const NodeId n = graph::node_of(p);
+    if (owner[n] != process) continue;
+    const uint32_t lp = 2 * local_of[n] + (p & 1u);
+    s.order.push_back(lp);
+    s.topo_pos[lp] = uint32_t(i);
+  }
+  const auto in = [&](PointId p, auto&& f) {
+    for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1]; ++k) f(g.in_edges[k]);
+  };
+  const auto out = [&](PointId p, auto&& f) {
+    for (uint32_t k = g.out_offsets[p]; k < g.out_offsets[p + 1]; ++k) f(g.out_edges[k]);
+  };
+  const auto src = [](const graph::Edge& e) { return e.src; };
+  const auto dst = [](const graph::Edge& e) { return e.dst; };
+  s.forward = make_side(g, owner, s, local_of, in, out, src, dst);
+  s.backward = make_side(g, owner, s, local_of, out, in, dst, src);
+  return s;
+}
+
+Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out) {
+  if (comm.size() != s.processes || comm.rank() != s.process) {
+    return make_error("", fmt::format("a replay shard of process {} of {} run on process {} of {}", s.process,
+                                      s.processes, comm.rank(), comm.size()));
+  }
+  if (!dur_ns.empty() && dur_ns.size() != s.num_nodes()) {
+    return make_error("", fmt::format("{} durations for a shard of {} nodes", dur_ns.size(), s.num_nodes()));
+  }
+  std::vector<int64_t> val;
+  Exchange ex(s, s.forward, comm, kTagForward, val);
+  const ShardSide& f = s.forward;
+  for (uint32_t p : s.order) {
+    EMO_RETURN_IF_ERROR(ex.ready(p));
+    int64_t v;
+    if (p & 1u) {
+      v = val[p - 1] + dur_of(s, dur_ns, p / 2);
+    } else {
+      // A start with no predecessor keeps its measured time (the step's anchor), as in Replayer::run().
+      v = f.dep_off[p] == f.dep_off[p + 1] ? s.meas_start_ns[p / 2] : kMin;
+    }
+    for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) v = std::max(v, val[f.dep[k]] + f.dep_lat[k]);
+    val[p] = v;
+    ex.computed(p);
+  }
+  EMO_RETURN_IF_ERROR(ex.flush());
+  val.resize(s.num_points());
+  out.t_ns = std::move(val);
+  out.messages_sent = ex.sent;
+  out.waits = ex.waits;
+  auto span = all_combine(comm, span_part(s, out.t_ns),
+                          [&](const std::vector<std::vector<int64_t>>& parts) { return combine_span(s, parts); });
+  if (!span) return span.error();
+  if (span->size() != 3) return make_error("", "the replay's span arrived cut short");
+  out.begin_ns = (*span)[0];
+  out.end_ns = (*span)[1];
+  out.last_point = PointId((*span)[2]);
+  return {};
+}
+
+Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, const ShardTimeline& tl,
+                         dist::Comm& comm, std::vector<int64_t>& slack_ns) {
+  if (comm.size() != s.processes || comm.rank() != s.process || tl.t_ns.size() != s.num_points()) {
+    return make_error("", "the slack of a replay shard asked with another shard's timeline or processes");
+  }
+  if (!dur_ns.empty() && dur_ns.size() != s.num_nodes()) {
+    return make_error("", fmt::format("{} durations for a shard of {} nodes", dur_ns.size(), s.num_nodes()));
+  }
+  constexpr int64_t kUnbounded = kMax / 4;
+  // A loop whose GPU tail runs free: each lane's ops may end by the lane's first start plus the period, the
+  // host's by the host's first start plus it, a collective by the latest of these (Replayer::slack()).
+  const bool tail = s.gpu_tail_loop && !s.queued_loop;
+  std::vector<int64_t> bound;
+  int64_t host_bound = tl.end_ns, latest = tl.end_ns;
+  if (tail) {
+    const int64_t period = tl.makespan_ns();
+    // Each lane's first start, then the host's, over every process (a lane's ops may lie with several).
+    std::vector<int64_t> first(s.lanes + 1, kMax);
+    for (uint32_t i = 0; i < s.num_nodes(); ++i) {
+      if (!s.counts[i] || s.cls[i] == 2) continue;
+      const size_t k = s.cls[i] == 1 && s.lane[i] < s.lanes ? s.lane[i] : s.lanes;
+      first[k] = std::min(first[k], tl.t_ns[2 * i]);
+    }
+    auto r = all_combine(comm, first, [&](const std::vector<std::vector<int64_t>>& parts) {
+      std::vector<int64_t> all(s.lanes + 1, kMax);
+      for (const auto& v : parts) {
+        for (size_t k = 0; k < std::min(v.size(), all.size()); ++k) all[k] = std::min(all[k], v[k]);
+      }
+      return all;
+    });
+    if (!r) return r.error();
+    if (r->size() != s.lanes + 1) return make_error("", "the replay's bounds arrived cut short");
+    bound.assign(s.lanes + 1, tl.end_ns);
+    for (size_t k = 0; k <= s.lanes; ++k) {
+      if ((*r)[k] == kMax) continue;
+      bound[k] = (*r)[k] + period;
+      latest = std::max(latest, bound[k]);
+    }
+    host_bound = bound[s.lanes];
+  }
+  const auto bound_of = [&](uint32_t i) {
+    if (!tail) return tl.end_ns;
+    if (s.cls[i] == 1 && s.lane[i] < s.lanes) return bound[s.lane[i]];
+    return s.cls[i] == 2 ? latest : host_bound;
+  };
+  std::vector<int64_t> late;
+  Exchange ex(s, s.backward, comm, kTagBackward, late);
+  const ShardSide& b = s.backward;
+  for (auto it = s.order.rbegin(); it != s.order.rend(); ++it) {
+    const uint32_t p = *it;
+    EMO_RETURN_IF_ERROR(ex.ready(p));
+    int64_t v = s.counts[p / 2] ? bound_of(p / 2) : kUnbounded;
+    for (uint32_t k = b.dep_off[p]; k < b.dep_off[p + 1]; ++k) v = std::min(v, late[b.dep[k]] - b.dep_lat[k]);
+    if (!(p & 1u)) v = std::min(v, late[p + 1] - dur_of(s, dur_ns, p / 2));
+    late[p] = v;
+    ex.computed(p);
+  }
+  EMO_RETURN_IF_ERROR(ex.flush());
+  slack_ns.resize(s.num_nodes());
+  for (uint32_t i = 0; i < s.num_nodes(); ++i) slack_ns[i] = std::max<int64_t>(0, late[2 * i + 1] - tl.t_ns[2 * i + 1]);
+  return {};
+}
+
+}  // namespace emo::replay

@@ -1,0 +1,251 @@
+// The replay shared by processes (replay::run_distributed, slack_distributed) over dist::local_world, one
+// thread per process: each process's times, the step's span and every node's slack must be one process's
+// Replayer's, bit for bit, at any number of processes, with what-ifs that move the step and with a loop's
+// period; a process that never answers ends the run with an error, not a hang.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "emo/analysis/analysis.h"
+#include "emo/dist/dist.h"
+#include "emo/replay/distributed.h"
+#include "emo/replay/replay.h"
+#include "emo/synth/synth.h"
+#include "test_util.h"
+
+namespace emo {
+namespace {
+
+graph::Graph synth_graph(const std::string& tag, synth::Workload wl, int ranks) {
+  synth::Options o;
+  o.workload = wl;
+  o.ranks = ranks;
+  o.layers = 2;
+  std::vector<std::string> files;
+  Status st = synth::write_traces(o, test::temp_dir(tag), &files);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
+  auto w = analysis::load(files, {});
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+  return w.ok() ? std::move(w->graph) : graph::Graph{};
+}
+
+struct Shared {
+  std::vector<int64_t> t_ns, slack_ns;  // global, gathered from the processes
+  replay::ShardTimeline span;           // process 0's span
+  bool same_span_everywhere = true;
+  int64_t messages = 0, waits = 0;
+  std::vector<Status> statuses;
+};
+
+// The replay of `g` with durations `dur` (global; empty: the graph's) shared by `size` processes.
+Shared distributed(const graph::Graph& g, const std::vector<int64_t>& dur, int size,
+                   std::vector<int32_t> owner = {}) {
+  if (owner.empty()) owner = replay::owners(g, size);
+  auto comms = dist::local_world(size);
+  std::vector<replay::Shard> shards;
+  for (int p = 0; p < size; ++p) shards.push_back(replay::make_shard(g, owner, p, size));
+  std::vector<replay::ShardTimeline> tls(static_cast<size_t>(size));
+  std::vector<std::vector<int64_t>> slacks(static_cast<size_t>(size));
+  Shared out;
+  out.statuses.resize(size_t(size));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < size; ++p) {
+    threads.emplace_back([&, p] {
+      const replay::Shard& s = shards[size_t(p)];
+      std::vector<int64_t> local;
+      if (!dur.empty()) {
+        for (graph::NodeId n : s.nodes) local.push_back(dur[n]);
+      }
+      Status st = replay::run_distributed(s, local, *comms[size_t(p)], tls[size_t(p)]);
+      if (st.ok()) st = replay::slack_distributed(s, local, tls[size_t(p)], *comms[size_t(p)], slacks[size_t(p)]);
+      out.statuses[size_t(p)] = st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  out.t_ns.assign(g.num_points(), -1);
+  out.slack_ns.assign(g.num_nodes(), -1);
+  for (int p = 0; p < size; ++p) {
+    const replay::Shard& s = shards[size_t(p)];
+    const auto& tl = tls[size_t(p)];
+    if (!out.statuses[size_t(p)].ok()) continue;
+    for (uint32_t lp = 0; lp < s.num_points(); ++lp) out.t_ns[s.global_point(lp)] = tl.t_ns[lp];
+    for (uint32_t i = 0; i < s.num_nodes(); ++i) out.slack_ns[s.nodes[i]] = slacks[size_t(p)][i];
+    out.same_span_everywhere &= tl.begin_ns == tls[0].begin_ns && tl.end_ns == tls[0].end_ns &&
+                                tl.last_point == tls[0].last_point;
+    out.messages += tl.messages_sent;
+    out.waits += tl.waits;
+  }
+  out.span = tls[0];
+  return out;
+}
+
+// Every process's answer against one process's Replayer.
+void expect_same_as_one_process(const graph::Graph& g, const std::vector<int64_t>& dur, int size,
+                                const std::string& what, const std::vector<int32_t>& owner = {}) {
+  replay::Replayer r(g);
+  replay::Timeline tl;
+  r.run(dur, tl);
+  std::vector<int64_t> slack;
+  r.slack(dur, tl, slack);
+  const Shared d = distributed(g, dur, size, owner);
+  for (int p = 0; p < size; ++p) {
+    ASSERT_TRUE(d.statuses[size_t(p)].ok()) << what << ", P = " << size << ", process " << p << ": "
+                                           << d.statuses[size_t(p)].error().message();
+  }
+  EXPECT_EQ(d.t_ns, tl.t_ns) << what << ", P = " << size;
+  EXPECT_EQ(d.span.begin_ns, tl.begin_ns) << what << ", P = " << size;
+  EXPECT_EQ(d.span.end_ns, tl.end_ns) << what << ", P = " << size;
+  EXPECT_EQ(d.span.last_point, tl.last_point) << what << ", P = " << size;
+  EXPECT_TRUE(d.same_span_everywhere) << what << ", P = " << size;
+  EXPECT_EQ(d.slack_ns, slack) << what << ", P = " << size;
+  if (size > 1 && (g.num_ranks() > 1 || !owner.empty())) {
+    EXPECT_GT(d.messages, 0) << what << ", P = " << size << ": the ranks' collectives cross processes";
+  }
+}
+
+// Every GPU op of rank `rank` `factor` times as long: a straggler that moves the step through collectives.
+std::vector<int64_t> straggler(const graph::Graph& g, uint32_t rank, double factor) {
+  std::vector<int64_t> dur = g.dur_ns;
+  for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n]) && g.rank[n] == rank) dur[n] = int64_t(double(dur[n]) * factor);
+  }
+  return dur;
+}
+
+TEST(DistributedReplay, EveryProcessCountGivesOneProcessTimesSpanAndSlack) {
+  const std::pair<synth::Workload, const char*> families[] = {{synth::Workload::kTrainDP, "train-dp"},
+                                                              {synth::Workload::kTrainPP, "train-pp"},
+                                                              {synth::Workload::kTrainTP, "train-tp"}};
+  for (const auto& [wl, name] : families) {
+    const graph::Graph g = synth_graph(std::string("dreplay_") + name, wl, 4);
+    ASSERT_GT(g.num_nodes(), 0u) << name;
+    ASSERT_GT(g.stats.collectives_matched, 0) << name;
+    const auto slow = straggler(g, 1, 1.5);
+    // The what-if moves the step: comparing it is not comparing the measured times again.
+    replay::Replayer r(g);
+    replay::Timeline base, moved;
+    r.run(base);
+    r.run(slow, moved);
+    ASSERT_GT(moved.makespan_ns(), base.makespan_ns()) << name;
+    for (int size : {1, 2, 3, 4, 8}) {
+      expect_same_as_one_process(g, {}, size, name);
+      expect_same_as_one_process(g, slow, size, std::string(name) + " with rank 1 slower");
+    }
+  }
+}
+
+TEST(DistributedReplay, ALoopsPeriodIsOneProcesss) {
+  const graph::Graph g = synth_graph("dreplay_loop", synth::Workload::kTrainDP, 4);
+  ASSERT_GT(g.num_nodes(), 0u);
+  // The same graph timed as a loop whose GPU tail runs free, and as one whose first GPU op of each rank
+  // waited on the step before's work: the period's window and the slack's bounds come from every process.
+  graph::Graph tail = synth_graph("dreplay_tail", synth::Workload::kTrainDP, 4);
+  tail.gpu_tail_loop = true;
+  graph::Graph queued = synth_graph("dreplay_queued", synth::Workload::kTrainDP, 4);
+  ASSERT_EQ(tail.num_nodes(), g.num_nodes());
+  ASSERT_EQ(queued.num_nodes(), g.num_nodes());
+  std::vector<uint8_t> seen(g.num_ranks(), 0);
+  for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n]) && !seen[g.rank[n]]) seen[g.rank[n]] = 1, queued.queued_ops.push_back(n);
+  }
+  ASSERT_EQ(queued.queued_ops.size(), g.num_ranks());
+  const auto slow = straggler(g, 2, 2.0);
+  for (int size : {1, 2, 4}) {
+    expect_same_as_one_process(tail, {}, size, "free GPU tail");
+    expect_same_as_one_process(tail, slow, size, "free GPU tail, rank 2 slower");
+    expect_same_as_one_process(queued, {}, size, "queued ops");
+    expect_same_as_one_process(queued, slow, size, "queued ops, rank 2 slower");
+  }
+}
+
+// Nodes dealt to processes at random: any partition is a shard's, a GPU stream's ops among several processes.
+std::vector<int32_t> random_owners(const graph::Graph& g, int size, uint32_t seed) {
+  std::vector<int32_t> owner(g.num_nodes());
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& o : owner) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    o = int32_t(x % uint64_t(size));
+  }
+  return owner;
+}
+
+// Every GPU op `factor` times as long (the host unchanged): the GPU's streams outlast the host.
+std::vector<int64_t> slower_gpu(const graph::Graph& g, double factor) {
+  std::vector<int64_t> dur = g.dur_ns;
+  for (graph::NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (graph::is_gpu(g.kind[n])) dur[n] = int64_t(double(dur[n]) * factor);
+  }
+  return dur;
+}
+
+TEST(DistributedReplay, AnyPartitionOfTheNodesGivesOneProcesss) {
+  const graph::Graph g = synth_graph("dreplay_random", synth::Workload::kTrainPP, 4);
+  ASSERT_GT(g.num_nodes(), 0u);
+  for (uint32_t seed : {1u, 2u}) {
+    for (int size : {2, 5}) {
+      const auto owner = random_owners(g, size, seed);
+      expect_same_as_one_process(g, {}, size, "train-pp dealt at random", owner);
+      expect_same_as_one_process(g, straggler(g, 3, 1.7), size, "train-pp dealt at random, rank 3 slower", owner);
+    }
+  }
+}
+
+// Real loops timed by their period, one rank each, dealt at random among processes: the queued copy of
+// HTA's negative_queue rank 0 (the period from its first queued op) and the Kineto ResNet-50 sample whose
+// GPU runs 11 ms past its host (the longest stream's span), with the GPU 3× slower (its streams then outlast the host).
+TEST(DistributedReplay, RealLoopsPeriodsDealtAtRandomAreOneProcesss) {
+  EMO_REQUIRE_SHARED(queued, "traces/hta/tests/data/negative_queue_length_values_check/rank0.json.gz");
+  EMO_REQUIRE_SHARED(tail, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
+  for (const std::string& path : {queued, tail}) {
+    auto w = analysis::load({path}, {});
+    ASSERT_TRUE(w.ok()) << w.error().message();
+    const graph::Graph& g = w->graph;
+    ASSERT_TRUE(g.loop_period()) << path;
+    for (int size : {2, 4}) {
+      const auto owner = random_owners(g, size, uint32_t(size));
+      expect_same_as_one_process(g, {}, size, path, owner);
+      expect_same_as_one_process(g, slower_gpu(g, 3.0), size, path + ", GPU 3x slower", owner);
+      expect_same_as_one_process(g, slower_gpu(g, 0.5), size, path + ", GPU 2x faster", owner);
+    }
+  }
+}
+
+TEST(DistributedReplay, TheEightRankDlrmStepIsOneProcesss) {
+  EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
+  auto files = analysis::expand_trace_paths({dir});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  auto w = analysis::load(*files, {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(w->graph.num_ranks(), 8u);
+  const auto slow = straggler(w->graph, 5, 1.3);
+  for (int size : {2, 3, 8}) {
+    expect_same_as_one_process(w->graph, {}, size, "dlrm");
+    expect_same_as_one_process(w->graph, slow, size, "dlrm, rank 5 slower");
+  }
+}
+
+TEST(DistributedReplay, AProcessThatNeverAnswersEndsTheRunWithAnError) {
+  const graph::Graph g = synth_graph("dreplay_silent", synth::Workload::kTrainDP, 2);
+  ASSERT_GT(g.num_nodes(), 0u);
+  const auto owner = replay::owners(g, 2);
+  auto comms = dist::local_world(2);
+  const replay::Shard s0 = replay::make_shard(g, owner, 0, 2);
+  ASSERT_FALSE(s0.forward.imports.empty()) << "process 0 reads process 1's times";
+  setenv("EMO_MPI_TIMEOUT_S", "0.3", 1);
+  replay::ShardTimeline tl;
+  Status st = replay::run_distributed(s0, {}, *comms[0], tl);  // process 1 never runs
+  unsetenv("EMO_MPI_TIMEOUT_S");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("process 1 sent nothing"), std::string::npos) << st.error().message();
+  // A shard run on the wrong process, or with durations of another shard, is refused at once.
+  Status wrong = replay::run_distributed(s0, {}, *comms[1], tl);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message().find("process 0 of 2 run on process 1"), std::string::npos);
+  Status short_dur = replay::run_distributed(s0, {1, 2, 3}, *comms[0], tl);
+  ASSERT_FALSE(short_dur.ok());
+  EXPECT_NE(short_dur.error().message().find("3 durations"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace emo
