@@ -69,6 +69,8 @@ class Exchange {
         outbox_(size_t(std::max(1, s.processes))) {
     val_.assign(s.num_points() + side.imports.size(), 0);
   }
+  // Whether local point `p` depends on another process's value (then ready() may wait).
+  bool reads_others(uint32_t p) const { return side_.reads_import[p] != 0; }
   // Waits until every value that local point `p` depends on is known.
   Status ready(uint32_t p) {
     const uint32_t np = uint32_t(s_.num_points());
@@ -243,6 +245,7 @@ ShardSide make_side(const graph::Graph& g, const std::vector<int32_t>& owner, co
   side.imports.erase(std::unique(side.imports.begin(), side.imports.end()), side.imports.end());
   for (PointId q : side.imports) side.import_from.push_back(owner[graph::node_of(q)]);
   side.dep_off.assign(np + 1, 0);
+  side.reads_import.assign(np, 0);
   side.to_off.assign(np + 1, 0);
   std::vector<int32_t> procs;
   for (uint32_t p = 0; p < np; ++p) {
@@ -254,6 +257,7 @@ ShardSide make_side(const graph::Graph& g, const std::vector<int32_t>& owner, co
       } else {
         const auto it = std::lower_bound(side.imports.begin(), side.imports.end(), q);
         side.dep.push_back(uint32_t(np + size_t(it - side.imports.begin())));
+        side.reads_import[p] = 1;
       }
       side.dep_lat.push_back(g.edges[e].lat_ns);
     });
@@ -329,7 +333,7 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
   Exchange ex(s, s.forward, comm, kTagForward, val);
   const ShardSide& f = s.forward;
   for (uint32_t p : s.order) {
-    EMO_RETURN_IF_ERROR(ex.ready(p));
+    if (ex.reads_others(p)) EMO_RETURN_IF_ERROR(ex.ready(p));
     int64_t v;
     if (p & 1u) {
       v = val[p - 1] + dur_of(s, dur_ns, p / 2);
@@ -406,7 +410,7 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
   const ShardSide& b = s.backward;
   for (auto it = s.order.rbegin(); it != s.order.rend(); ++it) {
     const uint32_t p = *it;
-    EMO_RETURN_IF_ERROR(ex.ready(p));
+    if (ex.reads_others(p)) EMO_RETURN_IF_ERROR(ex.ready(p));
     int64_t v = s.counts[p / 2] ? bound_of(p / 2) : kUnbounded;
     for (uint32_t k = b.dep_off[p]; k < b.dep_off[p + 1]; ++k) v = std::min(v, late[b.dep[k]] - b.dep_lat[k]);
     if (!(p & 1u)) v = std::min(v, late[p + 1] - dur_of(s, dur_ns, p / 2));

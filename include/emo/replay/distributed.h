@@ -29,6 +29,7 @@ struct ShardSide {
   std::vector<uint32_t> dep_off;   // per local point, into dep / dep_lat (size points + 1)
   std::vector<uint32_t> dep;       // local point, or 2·nodes + j for import j
   std::vector<int64_t> dep_lat;    // the edge's latency
+  std::vector<uint8_t> reads_import;  // per local point: 1 where a dependency is another process's point
   std::vector<graph::PointId> imports;  // global ids, ascending
   std::vector<int32_t> import_from;     // the process that owns each
   std::vector<uint32_t> to_off;    // per local point, into to (size points + 1)
