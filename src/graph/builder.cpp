@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/stats.h"
+#include "emo/graph/collectives.h"
 #include "emo/graph/graph.h"
 #include "emo/graph/waits.h"
 #include "emo/trace/runtime_calls.h"
@@ -1010,87 +1011,47 @@ class Builder {
   // has arrived; every rank's kernel ends when the transfer ends. So a fast
   // rank's kernel is mostly waiting (slack), and a slow rank delays everyone.
   void add_collectives() {
-    if (ranks_.size() < 2) {
-      count_unmatched_all();
-      return;
-    }
-    // Key: (process group, seq) when seq is known, else (process group, collective, k-th occurrence).
-    std::map<std::tuple<std::string, std::string, int64_t>, std::vector<NodeId>> groups;
-    std::vector<std::vector<NodeId>> comm_of(ranks_.size());  // each rank's communication kernels, in order
+    // Each rank's communication kernels, in rank and node order, as the matching's records.
+    std::vector<NodeId> node_of_record;
+    std::vector<CommRecord> records;
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (g_.kind[n] == NodeKind::kCommKernel) comm_of[g_.rank[n]].push_back(n);
+      if (g_.kind[n] != NodeKind::kCommKernel) continue;
+      const RankTrace& t = ranks_[g_.rank[n]];
+      const trace::CollectiveArgs& ca = t.collectives[t.events[g_.event[n]].collective];
+      CommRecord c;
+      c.rank = g_.rank[n];
+      c.process_group = std::string(t.strings.view(ca.process_group));
+      c.collective = std::string(t.strings.view(ca.collective));
+      c.seq = ca.seq;
+      c.matchable = ca.matchable;
+      c.group_size = ca.group_size;
+      c.start_ns = g_.meas_start_ns[n];
+      c.end_ns = g_.meas_end_ns[n];
+      records.push_back(std::move(c));
+      node_of_record.push_back(n);
     }
+    const CollectiveMatch match = match_collectives(records, ranks_.size(), g_.rank_ids);
+    g_.stats.collectives_unmatched += match.unmatched;
+    g_.stats.collectives_inconsistent += match.inconsistent;
+    if (g_.stats.collectives_inconsistent_example.empty()) {
+      g_.stats.collectives_inconsistent_example = match.inconsistent_example;
+    }
+    if (ranks_.size() < 2) return;
+    shift_ranks(match.offsets);
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
-      const RankTrace& t = ranks_[r];
-      std::map<std::pair<std::string, std::string>, int64_t> occurrence;
-      for (NodeId n : comm_of[r]) {
-        const Event& e = t.events[g_.event[n]];
-        const trace::CollectiveArgs& ca = t.collectives[e.collective];
-        if (!ca.matchable) {  // no metadata says which peer kernels it goes with: kept whole
-          ++g_.stats.collectives_unmatched;
-          continue;
-        }
-        std::string pg(t.strings.view(ca.process_group));
-        std::string coll(t.strings.view(ca.collective));
-        if (ca.seq != trace::kNone) {
-          groups[{pg, "#seq", ca.seq}].push_back(n);
-        } else {
-          int64_t k = occurrence[{pg, coll}]++;
-          groups[{pg, coll, k}].push_back(n);
-        }
-      }
+      if (match.aligned[r]) aligned_.insert(r);
     }
-    // Clock offsets: matched collectives end together on every rank.
-    std::vector<std::vector<int64_t>> diffs(ranks_.size());
-    for (const auto& [key, members] : groups) {
-      if (members.size() < 2) continue;
-      NodeId ref = kNoId;
-      for (NodeId n : members) if (g_.rank[n] == 0) ref = n;
-      if (ref == kNoId) continue;
-      for (NodeId n : members) {
-        if (n != ref) diffs[g_.rank[n]].push_back(g_.meas_end_ns[n] - g_.meas_end_ns[ref]);
-      }
-    }
-    std::vector<int64_t> offsets(ranks_.size(), 0);
-    for (uint32_t r = 1; r < ranks_.size(); ++r) {
-      if (diffs[r].empty()) continue;
-      auto mid = diffs[r].begin() + static_cast<std::ptrdiff_t>(diffs[r].size() / 2);
-      std::nth_element(diffs[r].begin(), mid, diffs[r].end());
-      offsets[r] = *mid;
-      aligned_.insert(r);
-    }
-    shift_ranks(offsets);
-    aligned_.insert(0);
-    for (const auto& [key, members] : groups) {
-      std::vector<NodeId> m;
-      std::vector<bool> seen(ranks_.size(), false);
-      for (NodeId n : members) {
-        if (!seen[g_.rank[n]]) m.push_back(n);
-        seen[g_.rank[n]] = true;
-      }
-      if (m.size() < 2) {
-        g_.stats.collectives_unmatched += static_cast<int64_t>(m.size());
-        continue;
-      }
-      check_members_agree(std::get<0>(key), std::get<1>(key), std::get<2>(key), m);
-      int64_t last_arrival = kMin, first_end = std::numeric_limits<int64_t>::max();
-      for (NodeId n : m) {
-        last_arrival = std::max(last_arrival, g_.meas_start_ns[n]);
-        first_end = std::min(first_end, g_.meas_end_ns[n]);
-      }
-      if (first_end < last_arrival) {  // ranks' clocks disagree beyond repair
-        g_.stats.collectives_unmatched += static_cast<int64_t>(m.size());
-        continue;
-      }
-      NodeId c = add_node(NodeKind::kCollective, kNoId, g_.rank[m[0]], kNoId, g_.name[m[0]], last_arrival,
-                          first_end);
-      for (NodeId n : m) {
+    for (const MatchedCollective& mc : match.collectives) {
+      const NodeId first = node_of_record[mc.members[0]];
+      NodeId c = add_node(NodeKind::kCollective, kNoId, g_.rank[first], kNoId, g_.name[first], mc.start_ns, mc.end_ns);
+      for (uint32_t i : mc.members) {
+        const NodeId n = node_of_record[i];
         add_edge(n, false, c, false, EdgeKind::kCollective);
         add_edge(c, true, n, true, EdgeKind::kCollective);
         g_.dur_ns[n] = 0;  // the kernel's own time is all wait + transfer
       }
       ++g_.stats.collectives_matched;
-      for (NodeId n : m) unite(g_.rank[m[0]], g_.rank[n]);
+      for (uint32_t i : mc.members) unite(g_.rank[first], g_.rank[node_of_record[i]]);
     }
   }
 
@@ -1140,53 +1101,6 @@ class Builder {
     }
     if (shown > 4) text += fmt::format("; {} more", shown - 4);
     g_.stats.rank_groups_example = text;
-  }
-
-  // The kernels matched as one collective must be one: no more ranks than the group size they declare,
-  // one kind of collective (a send matches a recv). Kernels of ranks from different jobs, or of process
-  // groups named alike, fail this (BuildStats::collectives_inconsistent).
-  void check_members_agree(const std::string& pg, const std::string& coll, int64_t k, const std::vector<NodeId>& m) {
-    auto kind_of = [&](NodeId n) {
-      const RankTrace& t = ranks_[g_.rank[n]];
-      std::string_view c = t.strings.view(t.collectives[t.events[g_.event[n]].collective].collective);
-      return c == "send" || c == "recv" ? std::string_view("send/recv") : c;
-    };
-    int32_t declared = -1;
-    std::string_view kind;
-    NodeId kind_node = kNoId, other_kind = kNoId;
-    for (NodeId n : m) {
-      const RankTrace& t = ranks_[g_.rank[n]];
-      const int32_t size = t.collectives[t.events[g_.event[n]].collective].group_size;
-      if (size > 0) declared = declared < 0 ? size : std::min(declared, size);
-      const std::string_view c = kind_of(n);
-      if (c.empty()) continue;
-      if (kind.empty()) {
-        kind = c;
-        kind_node = n;
-      } else if (c != kind && other_kind == kNoId) {
-        other_kind = n;
-      }
-    }
-    const bool too_many = declared > 0 && static_cast<int64_t>(m.size()) > declared;
-    if (!too_many && other_kind == kNoId) return;
-    ++g_.stats.collectives_inconsistent;
-    if (!g_.stats.collectives_inconsistent_example.empty()) return;
-    std::string which = coll == "#seq" ? fmt::format("process group '{}' seq {}", pg, k)
-                                       : fmt::format("process group '{}' {} #{}", pg, coll, k);
-    if (too_many) {
-      g_.stats.collectives_inconsistent_example =
-          fmt::format("{}: kernels of {} ranks, group size {}", which, m.size(), declared);
-    } else {
-      g_.stats.collectives_inconsistent_example = fmt::format("{}: {} on rank {}, {} on rank {}", which, kind,
-                                                              g_.rank_ids[g_.rank[kind_node]], kind_of(other_kind),
-                                                              g_.rank_ids[g_.rank[other_kind]]);
-    }
-  }
-
-  void count_unmatched_all() {
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (g_.kind[n] == NodeKind::kCommKernel) ++g_.stats.collectives_unmatched;
-    }
   }
 
   // Each rank's nodes moved earlier by its offset, in one pass over the nodes.
