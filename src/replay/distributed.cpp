@@ -135,22 +135,21 @@ int64_t dur_of(const Shard& s, const std::vector<int64_t>& dur_ns, uint32_t node
   return dur_ns.empty() ? s.dur_ns[node] : dur_ns[node];
 }
 
-// The span's parts a process knows (see combine_span): [begin, end, last, last's topological position,
+// The span's parts a process knows (see combine_span): [begin, end, last (the lowest point at the end), 0,
 // host's first start, host's last end, the node ending it, the queued ops' first start, then per lane of
 // this process's: lane, first start, last end, the node ending it].
 std::vector<int64_t> span_part(const Shard& s, const std::vector<int64_t>& t) {
-  int64_t begin = kMax, end = kMin, last = 0, last_pos = kMax;
-  for (uint32_t p : s.order) {
+  int64_t begin = kMax, end = kMin, last = 0;
+  for (uint32_t p = 0; p < s.num_points(); ++p) {
     if (!s.counts[p / 2]) continue;
     if (!(p & 1u)) {
       begin = std::min(begin, t[p]);
-    } else if (t[p] > end) {
+    } else if (t[p] > end || (t[p] == end && s.global_point(p) < last)) {
       end = t[p];
       last = s.global_point(p);
-      last_pos = s.topo_pos[p];
     }
   }
-  std::vector<int64_t> part{begin, end, last, last_pos, kMax, kMin, 0, kMax};
+  std::vector<int64_t> part{begin, end, last, 0, kMax, kMin, 0, kMax};
   if (!s.queued_loop && !s.gpu_tail_loop) return part;
   std::vector<int64_t> s0(s.lanes, kMax), s1(s.lanes, kMin), s_last(s.lanes, 0);
   for (uint32_t i = 0; i < s.num_nodes(); ++i) {
@@ -176,12 +175,12 @@ std::vector<int64_t> span_part(const Shard& s, const std::vector<int64_t>& t) {
 // The step's [begin, end, last point] from every process's span_part, as Replayer::run() finds it
 // (graph::loop_window for a loop's period).
 std::vector<int64_t> combine_span(const Shard& s, const std::vector<std::vector<int64_t>>& parts) {
-  int64_t begin = kMax, end = kMin, last = 0, last_pos = kMax, h0 = kMax, h1 = kMin, h_node = kMax, anchor = kMax;
+  int64_t begin = kMax, end = kMin, last = 0, h0 = kMax, h1 = kMin, h_node = kMax, anchor = kMax;
   std::vector<std::array<int64_t, 4>> lanes;
   for (const auto& v : parts) {
     if (v.size() < 8) continue;
     begin = std::min(begin, v[0]);
-    if (v[1] > end || (v[1] == end && v[1] != kMin && v[3] < last_pos)) end = v[1], last = v[2], last_pos = v[3];
+    if (v[1] > end || (v[1] == end && v[1] != kMin && v[2] < last)) end = v[1], last = v[2];
     h0 = std::min(h0, v[4]);
     if (v[5] > h1 || (v[5] == h1 && v[5] != kMin && v[6] < h_node)) h1 = v[5], h_node = v[6];
     anchor = std::min(anchor, v[7]);
@@ -299,14 +298,9 @@ Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int p
   for (NodeId n : g.queued_ops) {
     if (n < g.num_nodes() && owner[n] == process) s.queued[local_of[n]] = 1;
   }
-  s.topo_pos.assign(s.num_points(), 0);
-  for (size_t i = 0; i < g.topo.size(); ++i) {
-    const PointId p = g.topo[i];
+  for (const PointId p : g.topo) {
     const NodeId n = graph::node_of(p);
-    if (owner[n] != process) continue;
-    const uint32_t lp = 2 * local_of[n] + (p & 1u);
-    s.order.push_back(lp);
-    s.topo_pos[lp] = uint32_t(i);
+    if (owner[n] == process) s.order.push_back(2 * local_of[n] + (p & 1u));
   }
   const auto in = [&](PointId p, auto&& f) {
     for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1]; ++k) f(g.in_edges[k]);

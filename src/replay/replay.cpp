@@ -55,7 +55,7 @@ void sweep(const graph::Graph& g_, DurFn&& dur_of, Timeline& out) {
     // A thread that only waits is replayed but neither starts nor ends the step.
     if (!g_.counts_for_span(n)) continue;
     if (!graph::is_end(p)) begin = std::min(begin, v);
-    if (graph::is_end(p) && v > end) {
+    if (graph::is_end(p) && (v > end || (v == end && p < last))) {
       end = v;
       last = p;
     }
@@ -93,7 +93,7 @@ void span_of(const graph::Graph& g, Timeline& out) {
     if (!g.counts_for_span(graph::node_of(p))) continue;
     if (!graph::is_end(p)) {
       begin = std::min(begin, t[p]);
-    } else if (t[p] > end) {
+    } else if (t[p] > end || (t[p] == end && p < last)) {
       end = t[p];
       last = p;
     }
@@ -316,7 +316,7 @@ void Rereplayer::update(const std::vector<int64_t>& old_dur, const std::vector<i
   }
   // The step's span from the moved points alone, unless a point that bounded it moved inward. Unmoved
   // points keep their times: the old end point stays the first at the old end unless a moved point
-  // passes it (the new end is then a moved point's) or ties it earlier in topological order.
+  // passes it (the new end is then a moved point's) or ties it with a lower point id.
   bool rescan = false;
   bool last_moved = false;
   int64_t best = std::numeric_limits<int64_t>::min();
@@ -331,14 +331,14 @@ void Rereplayer::update(const std::vector<int64_t>& old_dur, const std::vector<i
       continue;
     }
     last_moved |= p == tl.last_point;
-    if (now > best || (now == best && pos_[p] < pos_[best_p])) best = now, best_p = p;
+    if (now > best || (now == best && p < best_p)) best = now, best_p = p;
   }
   if (best > tl.end_ns) {
     tl.end_ns = best;
     tl.last_point = best_p;
   } else if (last_moved) {
     rescan = true;  // the end point moved inward: the new end may be any point's
-  } else if (best == tl.end_ns && pos_[best_p] < pos_[tl.last_point]) {
+  } else if (best == tl.end_ns && best_p < tl.last_point) {
     tl.last_point = best_p;
   }
   tl.begin_ns = begin;

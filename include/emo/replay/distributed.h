@@ -8,8 +8,8 @@
 // circle (the graph has no cycle, and each sweeps in one global order).
 //
 // The answer is run()'s and slack()'s for the points each process owns, and run()'s span on every process,
-// bit for bit (the same formula at every point; the step's end goes to the first point in the global
-// topological order, as one process finds it). What it does not do yet: build the part of the graph a
+// bit for bit (the same formula at every point; of the points at the step's end, the lowest, as
+// Replayer::run() takes it). What it does not do yet: build the part of the graph a
 // process owns from its own shard of rank files (make_shard() cuts it from the whole graph).
 #pragma once
 
@@ -42,8 +42,8 @@ struct Shard {
   int processes = 1;
   size_t graph_points = 0;              // points of the whole graph
   std::vector<graph::NodeId> nodes;     // global ids of the nodes it owns, ascending (local node i)
-  std::vector<uint32_t> order;          // its local points in the global topological order
-  std::vector<uint32_t> topo_pos;       // per local point: its position in the global topological order
+  std::vector<uint32_t> order;          // its local points in an order the graph's edges respect (its part
+                                        // of one global topological order)
   ShardSide forward, backward;
   // Per local node: the graph's duration and measured start, whether it counts for the step's span, its
   // class for a loop's period (0 host, 1 GPU op, 2 collective), its lane (global) and whether it is queued.

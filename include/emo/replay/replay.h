@@ -19,7 +19,7 @@ struct Timeline {
   std::vector<int64_t> t_ns;     // time of every point (start 2n, end 2n+1)
   int64_t begin_ns = 0;          // earliest point
   int64_t end_ns = 0;            // latest point
-  graph::PointId last_point = 0; // the point that ends the step
+  graph::PointId last_point = 0; // the point that ends the step (of several at the latest time, the lowest)
   int64_t makespan_ns() const { return end_ns - begin_ns; }
   int64_t start(graph::NodeId n) const { return t_ns[graph::start_point(n)]; }
   int64_t end(graph::NodeId n) const { return t_ns[graph::end_point(n)]; }
@@ -71,8 +71,8 @@ class Replayer {
 
 // Replays again after some nodes' durations changed, from a replay of the same graph: only the points
 // whose time can move are evaluated, in topological order, following the out-edges of those that did
-// move. The result is run()'s, bit for bit (the same formula at every point, and the same first point
-// in topological order that ends the step). Worth it when a change stays local (a pack off the critical
+// move. The result is run()'s, bit for bit (the same formula at every point, and the same lowest point
+// of those that end the step). Worth it when a change stays local (a pack off the critical
 // path, whose delay a collective absorbs); update() falls back to a full sweep when many nodes change.
 class Rereplayer {
  public:
