@@ -1,9 +1,11 @@
 // The single-process world, the in-memory world of the tests and the helpers every world shares
 // (include/emo/dist/dist.h). MPI's world is in mpi.cpp.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -144,6 +146,111 @@ std::vector<std::unique_ptr<Comm>> local_world(int size) {
   auto box = std::make_shared<Mailbox>();
   std::vector<std::unique_ptr<Comm>> out;
   for (int i = 0; i < size; ++i) out.push_back(std::make_unique<LocalComm>(box, i, size));
+  return out;
+}
+
+namespace {
+std::string to_bytes(const std::vector<int64_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+}
+Result<std::vector<int64_t>> from_bytes(const std::string& b, int from) {
+  if (b.size() % sizeof(int64_t) != 0) {
+    return make_error("", fmt::format("a message from process {} arrived cut short", from));
+  }
+  std::vector<int64_t> v(b.size() / sizeof(int64_t));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+}  // namespace
+
+Result<std::vector<int64_t>> all_combine(
+    Comm& comm, int tag, const std::vector<int64_t>& mine,
+    const std::function<std::vector<int64_t>(const std::vector<std::vector<int64_t>>& parts)>& combine) {
+  const double wait = timeout_s();
+  if (!comm.is_root()) {
+    EMO_RETURN_IF_ERROR(comm.send(kRoot, tag, to_bytes(mine)));
+    auto m = comm.recv(kRoot, tag, wait);
+    if (!m) return m.error();
+    return from_bytes(*m, kRoot);
+  }
+  std::vector<std::vector<int64_t>> parts{mine};
+  for (int p = 1; p < comm.size(); ++p) {
+    auto m = comm.recv(p, tag, wait);
+    if (!m) return m.error();
+    auto v = from_bytes(*m, p);
+    if (!v) return v.error();
+    parts.push_back(std::move(*v));
+  }
+  std::vector<int64_t> out = combine(parts);
+  for (int p = 1; p < comm.size(); ++p) EMO_RETURN_IF_ERROR(comm.send(p, tag, to_bytes(out)));
+  return out;
+}
+
+Result<std::vector<int64_t>> upper_medians(Comm& comm, int tag, std::vector<std::vector<int64_t>>& values,
+                                           int64_t fallback) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  const size_t sets = values.size();
+  // Each set's count, least and greatest value over every process.
+  std::vector<int64_t> mine(3 * sets);
+  for (size_t k = 0; k < sets; ++k) {
+    std::sort(values[k].begin(), values[k].end());
+    mine[3 * k] = int64_t(values[k].size());
+    mine[3 * k + 1] = values[k].empty() ? kMax : values[k].front();
+    mine[3 * k + 2] = values[k].empty() ? kMin : values[k].back();
+  }
+  auto totals = all_combine(comm, tag, mine, [sets](const std::vector<std::vector<int64_t>>& parts) {
+    std::vector<int64_t> t(3 * sets, 0);
+    for (size_t k = 0; k < sets; ++k) t[3 * k + 1] = kMax, t[3 * k + 2] = kMin;
+    for (const auto& v : parts) {
+      for (size_t k = 0; k < sets && 3 * k + 2 < v.size(); ++k) {
+        t[3 * k] += v[3 * k];
+        t[3 * k + 1] = std::min(t[3 * k + 1], v[3 * k + 1]);
+        t[3 * k + 2] = std::max(t[3 * k + 2], v[3 * k + 2]);
+      }
+    }
+    return t;
+  });
+  if (!totals) return totals.error();
+  if (totals->size() != 3 * sets) return make_error("", "the medians' counts arrived cut short");
+  // The median of set k is the least x with at least n/2 + 1 values <= x: bisect [lo, hi] until they meet.
+  std::vector<int64_t> lo(sets), hi(sets), need(sets);
+  for (size_t k = 0; k < sets; ++k) {
+    lo[k] = (*totals)[3 * k + 1];
+    hi[k] = (*totals)[3 * k + 2];
+    need[k] = (*totals)[3 * k] / 2 + 1;
+  }
+  const auto open = [&] {
+    for (size_t k = 0; k < sets; ++k) {
+      if ((*totals)[3 * k] > 0 && lo[k] < hi[k]) return true;
+    }
+    return false;
+  };
+  while (open()) {
+    std::vector<int64_t> mid(sets), count(sets, 0);
+    for (size_t k = 0; k < sets; ++k) {
+      // The midpoint rounded toward lo, without overflow across the whole int64 range.
+      mid[k] = lo[k] < hi[k] ? lo[k] + int64_t((uint64_t(hi[k]) - uint64_t(lo[k])) / 2) : lo[k];
+      count[k] = int64_t(std::upper_bound(values[k].begin(), values[k].end(), mid[k]) - values[k].begin());
+    }
+    auto sums = all_combine(comm, tag, count, [sets](const std::vector<std::vector<int64_t>>& parts) {
+      std::vector<int64_t> t(sets, 0);
+      for (const auto& v : parts) {
+        for (size_t k = 0; k < sets && k < v.size(); ++k) t[k] += v[k];
+      }
+      return t;
+    });
+    if (!sums) return sums.error();
+    if (sums->size() != sets) return make_error("", "the medians' counts arrived cut short");
+    for (size_t k = 0; k < sets; ++k) {
+      if (lo[k] >= hi[k]) continue;
+      if ((*sums)[k] >= need[k]) hi[k] = mid[k];
+      else lo[k] = mid[k] + 1;
+    }
+  }
+  std::vector<int64_t> out(sets, fallback);
+  for (size_t k = 0; k < sets; ++k) {
+    if ((*totals)[3 * k] > 0) out[k] = lo[k];
+  }
   return out;
 }
 

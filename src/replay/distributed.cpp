@@ -24,7 +24,6 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int kTagForward = 20;
 constexpr int kTagBackward = 21;
 constexpr int kTagGather = 22;
-constexpr int kTagResult = 23;
 
 std::string to_bytes(const std::vector<int64_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
@@ -36,28 +35,12 @@ Result<std::vector<int64_t>> from_bytes(const std::string& b) {
   return v;
 }
 
-// Every process gives `mine`; process 0 combines them all (in process order) and every process gets the
-// combination.
+// Every process's part, combined at process 0, the combination to every process (dist::all_combine).
 template <class Combine>
 Result<std::vector<int64_t>> all_combine(dist::Comm& comm, const std::vector<int64_t>& mine, Combine&& combine) {
-  const double wait = dist::timeout_s();
-  if (!comm.is_root()) {
-    EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagGather, to_bytes(mine)));
-    auto m = comm.recv(dist::kRoot, kTagResult, wait);
-    if (!m) return make_error("", "the replay's span: " + m.error().message());
-    return from_bytes(*m);
-  }
-  std::vector<std::vector<int64_t>> all{mine};
-  for (int p = 1; p < comm.size(); ++p) {
-    auto m = comm.recv(p, kTagGather, wait);
-    if (!m) return make_error("", "the replay's span: " + m.error().message());
-    auto v = from_bytes(*m);
-    if (!v) return v.error();
-    all.push_back(std::move(*v));
-  }
-  std::vector<int64_t> out = combine(all);
-  for (int p = 1; p < comm.size(); ++p) EMO_RETURN_IF_ERROR(comm.send(p, kTagResult, to_bytes(out)));
-  return out;
+  auto r = dist::all_combine(comm, kTagGather, mine, combine);
+  if (!r) return make_error("", "the replay's span: " + r.error().message());
+  return r;
 }
 
 // One sweep's exchange: the values of the other processes' points as they arrive, and batches of this

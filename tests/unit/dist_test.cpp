@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "emo/analysis/analysis.h"
+#include "emo/base/stats.h"
 #include "emo/dist/dist.h"
 #include "emo/synth/synth.h"
 #include "test_util.h"
@@ -223,6 +225,59 @@ TEST(Dist, AProcessThatSendsNothingEndsTheWaitWithAnError) {
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.error().what.find("process 1 sent nothing"), std::string::npos) << w.error().what;
   EXPECT_FALSE(analysis::shards_collected());
+}
+
+}  // namespace
+}  // namespace emo
+
+namespace emo {
+namespace {
+
+// The upper median of sets whose values lie with several processes, found by bisection over counts, is the
+// one of all the values together (emo::upper_median), at any number of processes and any deal.
+TEST(Dist, UpperMediansOfValuesSpreadOverProcessesAreThoseOfAllTheValues) {
+  uint64_t x = 88172645463325252ull;
+  const auto next = [&] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+  std::vector<std::vector<int64_t>> sets(6);
+  for (int i = 0; i < 1001; ++i) sets[0].push_back(int64_t(next() % 2000000) - 1000000);  // odd count, negatives
+  for (int i = 0; i < 600; ++i) sets[1].push_back(int64_t(next() % 50));                   // even count, many alike
+  sets[2].assign(17, 4242);                                                                  // all alike
+  // sets[3] empty everywhere: the fallback
+  sets[4] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0, -1};  // the whole range
+  sets[5] = {7};
+  for (int size : {1, 2, 3, 5}) {
+    // Each value to a process at random (set 5's one value, to the last process).
+    std::vector<std::vector<std::vector<int64_t>>> parts(size_t(size), std::vector<std::vector<int64_t>>(sets.size()));
+    for (size_t k = 0; k < sets.size(); ++k) {
+      for (int64_t v : sets[k]) parts[k == 5 ? size_t(size - 1) : size_t(next() % uint64_t(size))][k].push_back(v);
+    }
+    auto comms = dist::local_world(size);
+    std::vector<Result<std::vector<int64_t>>> got(size_t(size), std::vector<int64_t>{});
+    std::vector<std::thread> threads;
+    for (int p = 0; p < size; ++p) {
+      threads.emplace_back([&, p] { got[size_t(p)] = dist::upper_medians(*comms[size_t(p)], 30, parts[size_t(p)], -99); });
+    }
+    for (auto& t : threads) t.join();
+    for (int p = 0; p < size; ++p) {
+      ASSERT_TRUE(got[size_t(p)].ok()) << got[size_t(p)].error().message();
+      ASSERT_EQ(got[size_t(p)]->size(), sets.size());
+      for (size_t k = 0; k < sets.size(); ++k) {
+        std::vector<int64_t> all = sets[k];
+        EXPECT_EQ((*got[size_t(p)])[k], upper_median(all, int64_t{-99})) << "set " << k << ", P = " << size << ", process " << p;
+      }
+    }
+  }
+}
+
+// A process that never takes part ends the others' medians with an error, not a hang.
+TEST(Dist, UpperMediansWithAProcessMissingEndWithAnError) {
+  auto comms = dist::local_world(2);
+  std::vector<std::vector<int64_t>> values{{1, 2, 3}};
+  setenv("EMO_MPI_TIMEOUT_S", "0.2", 1);
+  auto r = dist::upper_medians(*comms[0], 30, values, 0);
+  unsetenv("EMO_MPI_TIMEOUT_S");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("process 1 sent nothing"), std::string::npos) << r.error().message();
 }
 
 }  // namespace

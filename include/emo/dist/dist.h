@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -70,6 +71,21 @@ std::vector<size_t> shard_by_weight(const std::vector<uint64_t>& weights, int si
 // `size` communicators over one process's memory, one per thread (tests of the protocol without a
 // launcher): comm i is process i; messages go through shared queues.
 std::vector<std::unique_ptr<Comm>> local_world(int size);
+
+// Every process gives `mine`; process 0 combines all of them (in process order: `parts[p]` is process p's)
+// and every process gets the combination. Every process of the run calls it with the same `tag`, which no
+// other exchange of theirs uses at the time. An Error where a process sends nothing for timeout_s().
+Result<std::vector<int64_t>> all_combine(
+    Comm& comm, int tag, const std::vector<int64_t>& mine,
+    const std::function<std::vector<int64_t>(const std::vector<std::vector<int64_t>>& parts)>& combine);
+
+// The upper median (emo/base/stats.h: the value at index n/2 of the sorted values) of each of several
+// sets of values that lie with several processes, `values[k]` this process's part of set k (every process
+// gives as many sets); `fallback` for a set that is empty on every process. Exact, without gathering the
+// values: a bisection over the values' range, each step one all_combine of counts (at most 65).
+// Reorders each part (sorts it).
+Result<std::vector<int64_t>> upper_medians(Comm& comm, int tag, std::vector<std::vector<int64_t>>& values,
+                                           int64_t fallback);
 
 // Fields framed as bytes, and back (an Error when `bytes` is not such a frame).
 std::string frame(const std::vector<std::string_view>& fields);
