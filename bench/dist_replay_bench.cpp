@@ -1,8 +1,10 @@
-// The distributed replay (include/emo/replay/distributed.h) against one process's Replayer on the same
-// step, in one run: a data-parallel job of N ranks (emo synth train-dp), its graph cut into P shards by
-// rank, each shard's forward replay and slack on its own thread over dist::local_world. Prints, per P, the
-// median time of one replay-and-slack over the reps, its ratio to one process's, and what the exchange
-// took: batches sent and waits (per process, the most), and the times each process reads from others.
+// The graph built per process (include/emo/graph/part.h) and the distributed replay
+// (include/emo/replay/distributed.h) against one process's build_graph and Replayer on the same step, in
+// one run: a data-parallel job of N ranks (emo synth train-dp); P processes (threads over
+// dist::local_world) each build the part of their ranks (graph::build_part) and replay its shard (forward
+// and slack). Prints, per P, the median time of the build and of one replay-and-slack over the reps, their
+// ratios to one process's, the largest part's share of the nodes, and what the replay's exchange took:
+// batches sent and waits (per process, the most), and the times each process reads from others.
 //   dist_replay_bench [--ranks N] [--layers L] [--reps R] [--procs 1,2,4]
 #include <algorithm>
 #include <chrono>
@@ -15,6 +17,7 @@
 
 #include "emo/analysis/analysis.h"
 #include "emo/dist/dist.h"
+#include "emo/graph/part.h"
 #include "emo/replay/distributed.h"
 #include "emo/replay/replay.h"
 #include "emo/synth/synth.h"
@@ -40,6 +43,25 @@ int positive(const char* s, const char* flag) {
   const long v = std::strtol(s, &end, 10);
   if (end == s || *end != '\0' || v < 1 || v > 1 << 20) usage((std::string(flag) + " takes a positive integer").c_str());
   return int(v);
+}
+
+// Runs `fn(process, its comm)` on P threads over a fresh dist::local_world; the seconds it took. Exits
+// with `failed` where a process's fn returns false.
+template <class Fn>
+double on_threads(int P, const char* failed, Fn&& fn) {
+  auto comms = emo::dist::local_world(P);
+  std::vector<int> ok(static_cast<size_t>(P), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < P; ++p) {
+    threads.emplace_back([&, p] { ok[size_t(p)] = fn(size_t(p), *comms[size_t(p)]) ? 1 : 0; });
+  }
+  for (auto& t : threads) t.join();
+  const double t = seconds_since(t0);
+  for (int v : ok) {
+    if (!v) usage(failed);
+  }
+  return t;
 }
 
 }  // namespace
@@ -80,6 +102,14 @@ int main(int argc, char** argv) {
   std::printf("ranks %d, nodes %zu, edges %zu, collectives matched %lld\n", ranks, g.num_nodes(), g.edges.size(),
               static_cast<long long>(g.stats.collectives_matched));
 
+  std::vector<double> whole_build;
+  for (int k = 0; k < reps; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto again = emo::graph::build_graph(w->ranks);
+    whole_build.push_back(seconds_since(t0));
+    if (!again.ok() || again->num_nodes() != g.num_nodes()) usage("the graph built again differs");
+  }
+  const double build_base = median(whole_build);
   emo::replay::Replayer r(g);
   emo::replay::Timeline tl;
   std::vector<int64_t> slack;
@@ -91,15 +121,37 @@ int main(int argc, char** argv) {
     one.push_back(seconds_since(t0));
   }
   const double base = median(one);
-  std::printf("one process (Replayer run + slack): %.3f ms\n", base * 1e3);
+  std::printf("one process: build_graph %.3f ms, Replayer run + slack %.3f ms\n", build_base * 1e3, base * 1e3);
   for (int P : procs) {
-    const auto owner = emo::replay::owners(g, P);
-    std::vector<emo::replay::Shard> shards;
-    size_t imports = 0;
+    // Each process's ranks, moved to it for the builds and back after.
+    std::vector<std::vector<emo::trace::RankTrace>> slices(static_cast<size_t>(P));
     for (int p = 0; p < P; ++p) {
-      shards.push_back(emo::replay::make_shard(g, owner, p, P));
-      imports = std::max(imports, shards.back().forward.imports.size());
+      const auto [b, e] = emo::dist::shard(w->ranks.size(), p, P);
+      for (size_t i = b; i < e; ++i) slices[size_t(p)].push_back(std::move(w->ranks[i]));
     }
+    std::vector<emo::graph::GraphPart> parts(static_cast<size_t>(P));
+    std::vector<double> build_times;
+    for (int k = 0; k < reps; ++k) {
+      build_times.push_back(on_threads(P, "a process's build failed", [&](size_t i, emo::dist::Comm& comm) {
+        auto part = emo::graph::build_part(slices[i], comm);
+        if (part.ok()) parts[i] = std::move(part).value();
+        return part.ok();
+      }));
+    }
+    size_t r_at = 0;
+    for (auto& slice : slices) {
+      for (auto& t : slice) w->ranks[r_at++] = std::move(t);
+    }
+    std::vector<emo::replay::Shard> shards;
+    size_t imports = 0, largest = 0;
+    for (int p = 0; p < P; ++p) {
+      shards.push_back(emo::replay::make_shard(parts[size_t(p)]));
+      imports = std::max(imports, shards.back().forward.imports.size());
+      largest = std::max(largest, parts[size_t(p)].graph.num_nodes());
+    }
+    const double bt = median(build_times);
+    std::printf("P = %d: build_part %.3f ms, %.2fx one process's build_graph; largest part %zu nodes (%.0f %%)\n", P,
+                bt * 1e3, bt / build_base, largest, 100.0 * double(largest) / double(g.num_nodes()));
     std::vector<double> times;
     int64_t sent = 0, waits = 0;
     bool same = true;
@@ -107,22 +159,12 @@ int main(int argc, char** argv) {
     std::vector<emo::replay::ShardTimeline> tls(static_cast<size_t>(P));
     std::vector<std::vector<int64_t>> slacks(static_cast<size_t>(P));
     for (int k = 0; k < reps; ++k) {
-      auto comms = emo::dist::local_world(P);
-      std::vector<int> ok(static_cast<size_t>(P), 0);
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::thread> threads;
-      for (int p = 0; p < P; ++p) {
-        threads.emplace_back([&, p] {
-          const size_t i = static_cast<size_t>(p);
-          ok[i] = emo::replay::run_distributed(shards[i], {}, *comms[i], tls[i]).ok() &&
-                  emo::replay::slack_distributed(shards[i], {}, tls[i], *comms[i], slacks[i]).ok();
-        });
-      }
-      for (auto& t : threads) t.join();
-      times.push_back(seconds_since(t0));
+      times.push_back(on_threads(P, "the distributed replay failed", [&](size_t i, emo::dist::Comm& comm) {
+        return emo::replay::run_distributed(shards[i], {}, comm, tls[i]).ok() &&
+               emo::replay::slack_distributed(shards[i], {}, tls[i], comm, slacks[i]).ok();
+      }));
       for (int p = 0; p < P; ++p) {
         const size_t i = static_cast<size_t>(p);
-        if (!ok[i]) usage("the distributed replay failed");
         sent = std::max(sent, tls[i].messages_sent);
         waits = std::max(waits, tls[i].waits);
         for (uint32_t lp = 0; lp < shards[i].num_points(); ++lp) same &= tls[i].t_ns[lp] == tl.t_ns[shards[i].global_point(lp)];
@@ -131,7 +173,7 @@ int main(int argc, char** argv) {
       }
     }
     const double t = median(times);
-    std::printf("P = %d: %.3f ms, %.2fx one process; per process at most %lld batches sent, %lld waits (forward), "
+    std::printf("P = %d: replay %.3f ms, %.2fx one process; per process at most %lld batches sent, %lld waits (forward), "
                 "%zu times read from others; same answer: %s\n",
                 P, t * 1e3, t / base, static_cast<long long>(sent), static_cast<long long>(waits), imports,
                 same ? "yes" : "NO");

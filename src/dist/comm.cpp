@@ -149,11 +149,10 @@ std::vector<std::unique_ptr<Comm>> local_world(int size) {
   return out;
 }
 
-namespace {
 std::string to_bytes(const std::vector<int64_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
 }
-Result<std::vector<int64_t>> from_bytes(const std::string& b, int from) {
+Result<std::vector<int64_t>> from_bytes(std::string_view b, int from) {
   if (b.size() % sizeof(int64_t) != 0) {
     return make_error("", fmt::format("a message from process {} arrived cut short", from));
   }
@@ -161,7 +160,6 @@ Result<std::vector<int64_t>> from_bytes(const std::string& b, int from) {
   if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
   return v;
 }
-}  // namespace
 
 Result<std::vector<int64_t>> all_combine(
     Comm& comm, int tag, const std::vector<int64_t>& mine,
@@ -184,6 +182,31 @@ Result<std::vector<int64_t>> all_combine(
   std::vector<int64_t> out = combine(parts);
   for (int p = 1; p < comm.size(); ++p) EMO_RETURN_IF_ERROR(comm.send(p, tag, to_bytes(out)));
   return out;
+}
+
+Result<std::vector<std::string>> all_gather(Comm& comm, int tag, std::string mine) {
+  const double wait = timeout_s();
+  if (!comm.is_root()) {
+    EMO_RETURN_IF_ERROR(comm.send(kRoot, tag, std::move(mine)));
+    auto m = comm.recv(kRoot, tag, wait);
+    if (!m) return m.error();
+    auto fields = unframe(*m);
+    if (!fields || int(fields->size()) != comm.size()) {
+      return make_error("", fmt::format("a message from process {} arrived cut short or corrupt", kRoot));
+    }
+    return std::vector<std::string>(fields->begin(), fields->end());
+  }
+  std::vector<std::string> parts{std::move(mine)};
+  for (int p = 1; p < comm.size(); ++p) {
+    auto m = comm.recv(p, tag, wait);
+    if (!m) return m.error();
+    parts.push_back(std::move(*m));
+  }
+  if (comm.size() > 1) {
+    const std::string all = frame(std::vector<std::string_view>(parts.begin(), parts.end()));
+    for (int p = 1; p < comm.size(); ++p) EMO_RETURN_IF_ERROR(comm.send(p, tag, all));
+  }
+  return parts;
 }
 
 Result<std::vector<int64_t>> upper_medians(Comm& comm, int tag, std::vector<std::vector<int64_t>>& values,

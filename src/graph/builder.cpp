@@ -18,18 +18,22 @@
 // the step (Graph::on_waiting_thread).
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "emo/base/stats.h"
 #include "emo/graph/collectives.h"
+#include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
+#include "emo/graph/part.h"
 #include "emo/graph/waits.h"
 #include "emo/trace/runtime_calls.h"
 
@@ -47,6 +51,30 @@ using trace::RankTrace;
 using trace::SyncKind;
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxI = std::numeric_limits<int64_t>::max();
+// Message tags of build_part (the reading's are 10 and 11, the distributed replay's 20 to 22).
+constexpr int kTagCounts = 40;
+constexpr int kTagRecords = 41;
+constexpr int kTagReply = 42;
+constexpr int kTagMedians = 43;
+constexpr int kTagLatencies = 44;
+constexpr int kTagReduce = 45;
+constexpr const char* kAlignNote = "ranks without a collective matched across ranks were aligned at their first event";
+std::string improper_note(int64_t n) {
+  return std::to_string(n) + " CPU events overlapped their parent or a runtime call and were clipped";
+}
+// The counts a part adds up, and the examples where the first part that has one gives it (build_part).
+constexpr int64_t BuildStats::* kSummed[] = {
+    &BuildStats::gpu_ops_without_launch, &BuildStats::edges_dropped_inconsistent,
+    &BuildStats::collectives_matched, &BuildStats::collectives_unmatched, &BuildStats::collectives_inconsistent,
+    &BuildStats::cross_stream_from_sync_events, &BuildStats::cross_stream_from_runtime_pairs,
+    &BuildStats::cross_stream_inferred, &BuildStats::waiting_threads, &BuildStats::waiting_thread_nodes,
+    &BuildStats::wait_frames, &BuildStats::wait_frame_ns, &BuildStats::poll_query_loops, &BuildStats::poll_ranges,
+    &BuildStats::poll_wait_ns, &BuildStats::thread_flow_edges, &BuildStats::thread_waits,
+    &BuildStats::thread_wait_ns, &BuildStats::thread_waits_without_flows, &BuildStats::queued_waits};
+constexpr std::string BuildStats::* kFirstExample[] = {
+    &BuildStats::collectives_inconsistent_example, &BuildStats::waiting_thread_example,
+    &BuildStats::wait_frame_example, &BuildStats::poll_example, &BuildStats::thread_wait_example};
 // A dependency contradicted by more than this is dropped (clock noise between
 // the CPU and GPU timestamps of one trace is ~1 µs).
 constexpr int64_t kContradictionToleranceNs = 2000;
@@ -103,14 +131,16 @@ double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 class Builder {
  public:
-  Builder(const std::vector<RankTrace>& ranks, const BuildOptions& options)
-      : ranks_(ranks), options_(options) {}
+  Builder(const std::vector<RankTrace>& ranks, const BuildOptions& options, dist::Comm* comm = nullptr)
+      : ranks_(ranks), options_(options), comm_(comm) {}
 
   Result<Graph> build() {
     if (ranks_.empty()) return make_error("", "no trace given");
     idx_.resize(ranks_.size());
     rank_base_.resize(ranks_.size(), 0);
-    compute_rank_bases();
+    int64_t min_origin = kMaxI;
+    for (const auto& t : ranks_) min_origin = std::min(min_origin, t.origin_ns);
+    compute_rank_bases(min_origin);
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       g_.rank_paths.push_back(ranks_[r].path);
       g_.rank_ids.push_back(ranks_[r].rank >= 0 ? ranks_[r].rank : static_cast<int>(r));
@@ -118,10 +148,88 @@ class Builder {
       add_cpu_nodes(r);
       add_gpu_nodes(r);
     }
-    if (g_.num_nodes() == 0) {
-      return make_error(ranks_[0].path, "the step has no CPU or GPU events to analyze",
-                        "check --step, or that the trace was recorded with CUDA activities on");
+    if (g_.num_nodes() == 0) return empty_step();
+    add_rank_edges();
+    if (options_.split_collectives) add_collectives();
+    align_ranks_without_collectives();
+    if (options_.split_collectives) count_rank_groups();
+    count_waiting_span();
+    EMO_RETURN_IF_ERROR(assign_latencies());
+    find_gpu_tail_loop();
+    EMO_RETURN_IF_ERROR(finish_csr_and_topo());
+    return std::move(g_);
+  }
+
+  // ---------- one process's part (build_part) ----------
+  Result<GraphPart> build_part() {
+    const int me = comm_->rank(), P = comm_->size();
+    idx_.resize(ranks_.size());
+    rank_base_.resize(ranks_.size(), 0);
+    // The earliest clock origin, and where this part's ranks sit among every process's.
+    int64_t origin = kMaxI;
+    for (const auto& t : ranks_) origin = std::min(origin, t.origin_ns);
+    auto heads = dist::all_combine(*comm_, kTagCounts, {origin, int64_t(ranks_.size())}, concat_parts);
+    if (!heads) return heads.error();
+    if (heads->size() != 2 * size_t(P)) return make_error("", "the ranks' counts arrived cut short");
+    int64_t min_origin = kMaxI;
+    for (int q = 0; q < P; ++q) {
+      min_origin = std::min(min_origin, (*heads)[2 * q]);
+      if (q < me) first_rank_ += size_t((*heads)[2 * q + 1]);
+      total_ranks_ += size_t((*heads)[2 * q + 1]);
     }
+    if (total_ranks_ == 0) return make_error("", "no trace given");
+    compute_rank_bases(min_origin);
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      g_.rank_paths.push_back(ranks_[r].path);
+      g_.rank_ids.push_back(ranks_[r].rank >= 0 ? ranks_[r].rank : static_cast<int>(first_rank_ + r));
+      name_map_.emplace_back(ranks_[r].strings.size(), kNoId);
+      add_cpu_nodes(r);
+      add_gpu_nodes(r);
+    }
+    // Every process's node and lane counts: this part's ids in the whole graph.
+    auto counts = dist::all_combine(*comm_, kTagCounts, {int64_t(g_.num_nodes()), int64_t(g_.lanes.size())},
+                                    concat_parts);
+    if (!counts) return counts.error();
+    if (counts->size() != 2 * size_t(P)) return make_error("", "the nodes' counts arrived cut short");
+    node_base_of_.assign(size_t(P) + 1, 0);
+    for (int q = 0; q < P; ++q) {
+      node_base_of_[size_t(q) + 1] = node_base_of_[size_t(q)] + size_t((*counts)[2 * q]);
+      if (q < me) lane_base_ += size_t((*counts)[2 * q + 1]);
+      total_lanes_ += size_t((*counts)[2 * q + 1]);
+    }
+    total_rank_nodes_ = node_base_of_.back();
+    if (total_rank_nodes_ == 0) return empty_step();
+    const NodeId rank_nodes = static_cast<NodeId>(g_.num_nodes());
+    add_rank_edges();
+    global_.resize(rank_nodes);
+    std::iota(global_.begin(), global_.end(), static_cast<NodeId>(node_base_of_[size_t(me)]));
+    EMO_RETURN_IF_ERROR(match_across_parts());
+    EMO_RETURN_IF_ERROR(assign_latencies());
+    EMO_RETURN_IF_ERROR(exchange_remote_latencies());
+    const Status local = finish_csr_and_topo();
+    EMO_RETURN_IF_ERROR(reduce_parts(local));
+    GraphPart out;
+    out.process = me;
+    out.processes = P;
+    out.first_rank = first_rank_;
+    out.total_ranks = total_ranks_;
+    out.total_nodes = total_rank_nodes_ + size_t(collectives_total_);
+    out.lane_base = lane_base_;
+    out.total_lanes = total_lanes_;
+    out.global = std::move(global_);
+    for (const Remote& r : remote_) out.remote.push_back(r.edge);
+    out.queued_loop = queued_loop_;
+    out.graph = std::move(g_);
+    return out;
+  }
+
+ private:
+  Error empty_step() const {
+    return make_error(ranks_.empty() ? std::string() : ranks_[0].path, "the step has no CPU or GPU events to analyze",
+                      "check --step, or that the trace was recorded with CUDA activities on");
+  }
+  // Each rank's own edges, then the threads that only wait.
+  void add_rank_edges() {
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       add_launch_edges(r);
       add_cross_stream_edges(r);
@@ -131,17 +239,368 @@ class Builder {
       add_engine_waits(r);
     }
     mark_waiting_threads();
-    if (options_.split_collectives) add_collectives();
-    align_ranks_without_collectives();
-    if (options_.split_collectives) count_rank_groups();
-    count_waiting_span();
-    assign_latencies();
-    find_gpu_tail_loop();
-    EMO_RETURN_IF_ERROR(finish_csr_and_topo());
-    return std::move(g_);
+  }
+  static std::vector<int64_t> concat_parts(const std::vector<std::vector<int64_t>>& parts) {
+    std::vector<int64_t> all;
+    for (const auto& v : parts) all.insert(all.end(), v.begin(), v.end());
+    return all;
+  }
+  PointId global_point(PointId local) const { return 2 * global_[node_of(local)] + (local & 1u); }
+
+  // Each rank's first start and last end over the nodes that count for the span (kMaxI / kMin: none).
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> rank_extents() const {
+    std::vector<int64_t> first(ranks_.size(), kMaxI), last(ranks_.size(), kMin);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (!g_.counts_for_span(n) || g_.rank[n] >= ranks_.size()) continue;
+      first[g_.rank[n]] = std::min(first[g_.rank[n]], g_.meas_start_ns[n]);
+      last[g_.rank[n]] = std::max(last[g_.rank[n]], g_.meas_end_ns[n]);
+    }
+    return {std::move(first), std::move(last)};
   }
 
- private:
+  // This part's records (each rank's number and first start, one record per communication kernel) go to
+  // process 0, which matches every part's as add_collectives() matches the whole graph's and aligns the
+  // ranks as align_ranks_without_collectives() does; each process gets back its ranks' offsets, its
+  // kernels' collectives and the collectives it owns (its first member's).
+  Status match_across_parts() {
+    std::vector<int64_t> ints{int64_t(ranks_.size())};
+    const auto firsts = rank_extents().first;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) ints.insert(ints.end(), {int64_t(g_.rank_ids[r]), firsts[r]});
+    std::vector<NodeId> node_of_record;
+    std::vector<std::string> names;
+    std::vector<int64_t> recs;
+    if (options_.split_collectives) {
+      for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+        if (g_.kind[n] != NodeKind::kCommKernel) continue;
+        const RankTrace& t = ranks_[g_.rank[n]];
+        const trace::CollectiveArgs& ca = t.collectives[t.events[g_.event[n]].collective];
+        recs.insert(recs.end(), {int64_t(first_rank_ + g_.rank[n]), int64_t(n), ca.seq, ca.matchable ? 1 : 0,
+                                 ca.group_size, g_.meas_start_ns[n], g_.meas_end_ns[n]});
+        names.emplace_back(t.strings.view(ca.process_group));
+        names.emplace_back(t.strings.view(ca.collective));
+        node_of_record.push_back(n);
+      }
+    }
+    ints.push_back(int64_t(node_of_record.size()));
+    ints.insert(ints.end(), recs.begin(), recs.end());
+    const std::string head = dist::to_bytes(ints);
+    std::vector<std::string_view> fields{head};
+    fields.insert(fields.end(), names.begin(), names.end());
+    std::string mine = dist::frame(fields);
+    std::vector<int64_t> reply;
+    if (!comm_->is_root()) {
+      EMO_RETURN_IF_ERROR(comm_->send(dist::kRoot, kTagRecords, std::move(mine)));
+      auto m = comm_->recv(dist::kRoot, kTagReply, dist::timeout_s());
+      if (!m) return m.error();
+      auto v = dist::from_bytes(*m, dist::kRoot);
+      if (!v) return v.error();
+      reply = std::move(*v);
+    } else {
+      std::vector<std::string> msgs{std::move(mine)};
+      for (int q = 1; q < comm_->size(); ++q) {
+        auto m = comm_->recv(q, kTagRecords, dist::timeout_s());
+        if (!m) return m.error();
+        msgs.push_back(std::move(*m));
+      }
+      auto replies = match_at_root(msgs);
+      if (!replies) return replies.error();
+      for (int q = 1; q < comm_->size(); ++q) {
+        EMO_RETURN_IF_ERROR(comm_->send(q, kTagReply, dist::to_bytes((*replies)[size_t(q)])));
+      }
+      reply = std::move((*replies)[0]);
+    }
+    return apply_reply(reply, node_of_record);
+  }
+
+  // Process 0: every part's records, matched; each process's reply (see apply_reply for its layout).
+  Result<std::vector<std::vector<int64_t>>> match_at_root(const std::vector<std::string>& msgs) {
+    const size_t P = msgs.size();
+    std::vector<int> rank_ids;
+    std::vector<int64_t> first;
+    std::vector<CommRecord> records;
+    std::vector<int32_t> rec_proc;
+    std::vector<int64_t> rec_gid;
+    std::vector<size_t> rank_begin{0}, rec_begin{0};
+    for (size_t q = 0; q < P; ++q) {
+      const Error cut = make_error("", fmt::format("the collectives' records of process {} arrived cut short", q));
+      auto fields = dist::unframe(msgs[q]);
+      if (!fields || fields->empty()) return cut;
+      auto ints = dist::from_bytes((*fields)[0], int(q));
+      if (!ints || ints->empty()) return cut;
+      const std::vector<int64_t>& v = *ints;
+      const auto k = size_t(v[0]);
+      if (v[0] < 0 || v.size() < 2 + 2 * k) return cut;
+      for (size_t r = 0; r < k; ++r) {
+        rank_ids.push_back(int(v[1 + 2 * r]));
+        first.push_back(v[2 + 2 * r]);
+      }
+      const size_t at = 1 + 2 * k;
+      const auto n = size_t(v[at]);
+      if (v[at] < 0 || v.size() != at + 1 + 7 * n || fields->size() != 1 + 2 * n) return cut;
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t* c = v.data() + at + 1 + 7 * i;
+        CommRecord rec;
+        rec.rank = uint32_t(c[0]);
+        rec.process_group = std::string((*fields)[1 + 2 * i]);
+        rec.collective = std::string((*fields)[2 + 2 * i]);
+        rec.seq = c[2];
+        rec.matchable = c[3] != 0;
+        rec.group_size = int32_t(c[4]);
+        rec.start_ns = c[5];
+        rec.end_ns = c[6];
+        records.push_back(std::move(rec));
+        rec_proc.push_back(int32_t(q));
+        rec_gid.push_back(int64_t(node_base_of_[q]) + c[1]);
+      }
+      rank_begin.push_back(rank_ids.size());
+      rec_begin.push_back(records.size());
+    }
+    const size_t R = total_ranks_;
+    if (rank_ids.size() != R) return make_error("", "the processes disagree on the number of ranks");
+    const bool multi = R >= 2, split = options_.split_collectives;
+    CollectiveMatch match;
+    if (split) {
+      match = match_collectives(records, R, rank_ids);
+      g_.stats.collectives_unmatched += match.unmatched;
+      g_.stats.collectives_inconsistent += match.inconsistent;
+      g_.stats.collectives_inconsistent_example = match.inconsistent_example;
+    }
+    if (!multi || !split) {
+      match.offsets.assign(R, 0);
+      match.aligned.assign(R, 0);
+      match.collectives.clear();
+    }
+    // Ranks no collective aligned start with rank 0 (their collectives' offsets are 0: `first` stands).
+    std::vector<int64_t> align(R, 0);
+    for (size_t r = 1; multi && r < R; ++r) {
+      if (match.aligned[r] || first[r] == kMaxI || first[0] == kMaxI) continue;
+      align[r] = first[r] - first[0];
+      align_note_ = true;
+    }
+    std::vector<int64_t> coll_of(records.size(), -1);
+    std::vector<uint32_t> joined(R);
+    std::iota(joined.begin(), joined.end(), 0u);
+    const auto find = [&](uint32_t r) {
+      while (joined[r] != r) r = joined[r] = joined[joined[r]];
+      return r;
+    };
+    for (size_t ci = 0; ci < match.collectives.size(); ++ci) {
+      for (uint32_t i : match.collectives[ci].members) coll_of[i] = int64_t(ci);
+      const uint32_t a = find(records[match.collectives[ci].members[0]].rank);
+      for (uint32_t i : match.collectives[ci].members) {
+        const uint32_t b = find(records[i].rank);
+        if (a != b) joined[std::max(a, b)] = std::min(a, b);
+      }
+    }
+    if (split && multi) g_.stats.collectives_matched = int64_t(match.collectives.size());
+    const auto offset = [&](uint32_t r) { return match.offsets[r] + align[r]; };
+    const auto c_start = [&](size_t ci) {
+      return match.collectives[ci].start_ns - align[records[match.collectives[ci].members[0]].rank];
+    };
+    const auto c_end = [&](size_t ci) {
+      return match.collectives[ci].end_ns - align[records[match.collectives[ci].members[0]].rank];
+    };
+    std::vector<std::vector<int64_t>> replies(P);
+    for (size_t q = 0; q < P; ++q) {
+      std::vector<int64_t>& out = replies[q];
+      out.push_back(int64_t(match.collectives.size()));
+      for (size_t r = rank_begin[q]; r < rank_begin[q + 1]; ++r) out.push_back(offset(uint32_t(r)));
+      for (size_t i = rec_begin[q]; i < rec_begin[q + 1]; ++i) {
+        const int64_t ci = coll_of[i];
+        if (ci < 0) {
+          out.insert(out.end(), {-1, 0, 0, 0});
+        } else {
+          out.insert(out.end(), {ci, c_start(size_t(ci)), c_end(size_t(ci)),
+                                 rec_proc[match.collectives[size_t(ci)].members[0]]});
+        }
+      }
+      size_t owned = 0;
+      const size_t owned_at = out.size();
+      out.push_back(0);
+      for (size_t ci = 0; ci < match.collectives.size(); ++ci) {
+        const MatchedCollective& mc = match.collectives[ci];
+        if (rec_proc[mc.members[0]] != int32_t(q)) continue;
+        ++owned;
+        out.insert(out.end(), {int64_t(ci), c_start(ci), c_end(ci), int64_t(mc.members.size())});
+        for (uint32_t i : mc.members) {
+          out.insert(out.end(), {rec_gid[i], rec_proc[i], records[i].start_ns - offset(records[i].rank),
+                                 records[i].end_ns - offset(records[i].rank)});
+        }
+      }
+      out[owned_at] = int64_t(owned);
+      out.insert(out.end(), joined.begin(), joined.end());
+    }
+    return replies;
+  }
+
+  // Process 0's answer to this part: [collectives in all, each rank's offset, per record: (collective or
+  // -1, its start, its end, its owner), collectives owned, per owned: (index, start, end, members, per
+  // member: (node, process, start, end)), each rank's group (the first rank joined to it by collectives)].
+  Status apply_reply(const std::vector<int64_t>& v, const std::vector<NodeId>& node_of_record) {
+    const Error cut = make_error("", "the collectives' matching arrived cut short");
+    const int me = comm_->rank();
+    size_t at = 0;
+    const auto take = [&](size_t n) { return at + n <= v.size() ? (at += n, true) : false; };
+    if (!take(1)) return cut;
+    collectives_total_ = v[0];
+    const size_t offsets_at = at;
+    if (!take(ranks_.size())) return cut;
+    shift_ranks(std::vector<int64_t>(v.begin() + std::ptrdiff_t(offsets_at), v.begin() + std::ptrdiff_t(at)));
+    const NodeId rank_nodes = static_cast<NodeId>(g_.num_nodes());
+    for (NodeId n : node_of_record) {
+      const int64_t* c = v.data() + at;
+      if (!take(4)) return cut;
+      if (c[0] < 0) continue;
+      g_.dur_ns[n] = 0;  // the kernel's own time is all wait + transfer
+      if (c[3] == me) continue;  // its edges are added with the collective below
+      const PointId cs = PointId(2 * (total_rank_nodes_ + size_t(c[0])));
+      remote_.push_back({RemoteEdge{start_point(n), cs, int32_t(c[3]), false, EdgeKind::kCollective, 0}, 0});
+      remote_.push_back({RemoteEdge{end_point(n), cs + 1, int32_t(c[3]), true, EdgeKind::kCollective, 0}, c[2]});
+    }
+    if (!take(1)) return cut;
+    const int64_t owned = v[at - 1];
+    for (int64_t k = 0; k < owned; ++k) {
+      const int64_t* c = v.data() + at;
+      if (!take(4) || c[3] < 1 || !take(4 * size_t(c[3]))) return cut;
+      const int64_t* m = c + 4;
+      const NodeId first = NodeId(size_t(m[0]) - node_base_of_[size_t(me)]);
+      if (m[1] != me || first >= rank_nodes) return cut;
+      const NodeId cn = add_node(NodeKind::kCollective, kNoId, g_.rank[first], kNoId, g_.name[first], c[1], c[2]);
+      global_.push_back(NodeId(total_rank_nodes_ + size_t(c[0])));
+      for (int64_t i = 0; i < c[3]; ++i, m += 4) {
+        if (m[1] == me) {
+          const NodeId n = NodeId(size_t(m[0]) - node_base_of_[size_t(me)]);
+          if (n >= rank_nodes) return cut;
+          add_edge(n, false, cn, false, EdgeKind::kCollective);
+          add_edge(cn, true, n, true, EdgeKind::kCollective);
+          continue;
+        }
+        const PointId ms = PointId(2 * m[0]);
+        remote_.push_back({RemoteEdge{start_point(cn), ms, int32_t(m[1]), true, EdgeKind::kCollective, 0}, m[2]});
+        remote_.push_back({RemoteEdge{end_point(cn), ms + 1, int32_t(m[1]), false, EdgeKind::kCollective, 0}, 0});
+      }
+    }
+    if (!take(total_ranks_)) return cut;
+    joined_all_.assign(v.begin() + std::ptrdiff_t(at - total_ranks_), v.begin() + std::ptrdiff_t(at));
+    return {};
+  }
+
+  // The latency of each edge between processes, as its destination's process decided it (or that it was
+  // dropped): sent to the process of its source, in the order of (source, destination) both sides share.
+  Status exchange_remote_latencies() {
+    std::map<int32_t, std::vector<uint32_t>> in_from, out_to;
+    for (uint32_t i = 0; i < remote_.size(); ++i) {
+      (remote_[i].edge.into_local ? in_from : out_to)[remote_[i].edge.process].push_back(i);
+    }
+    const auto key = [&](uint32_t i) {
+      const RemoteEdge& e = remote_[i].edge;
+      return e.into_local ? std::make_pair(e.other, global_point(e.local))
+                          : std::make_pair(global_point(e.local), e.other);
+    };
+    const auto by_key = [&](uint32_t a, uint32_t b) { return key(a) < key(b); };
+    for (auto& [q, list] : in_from) {
+      std::sort(list.begin(), list.end(), by_key);
+      std::vector<int64_t> lats;
+      for (uint32_t i : list) lats.push_back(remote_[i].dropped ? kMin : remote_[i].edge.lat_ns);
+      EMO_RETURN_IF_ERROR(comm_->send(q, kTagLatencies, dist::to_bytes(lats)));
+    }
+    for (auto& [q, list] : out_to) {
+      std::sort(list.begin(), list.end(), by_key);
+      auto m = comm_->recv(q, kTagLatencies, dist::timeout_s());
+      if (!m) return m.error();
+      auto lats = dist::from_bytes(*m, q);
+      if (!lats || lats->size() != list.size()) {
+        return make_error("", fmt::format("process {} sent the latencies of other edges than it shares", q));
+      }
+      for (size_t k = 0; k < list.size(); ++k) {
+        remote_[list[k]].dropped = (*lats)[k] == kMin;
+        remote_[list[k]].edge.lat_ns = (*lats)[k];
+      }
+    }
+    remote_.erase(std::remove_if(remote_.begin(), remote_.end(), [](const Remote& r) { return r.dropped; }),
+                  remote_.end());
+    return {};
+  }
+
+  // Every part's counts and checks to every process, reduced as one builder finds them for the whole
+  // graph; an Error on every process where any part failed (the first's).
+  Status reduce_parts(const Status& local) {
+    std::vector<int64_t> ints{local.ok() ? 0 : 1};
+    for (auto f : kSummed) ints.push_back(g_.stats.*f);
+    ints.push_back(g_.stats.queued_wait_ns);
+    int64_t b = kMaxI, e = kMin, mb = kMaxI, me_ = kMin;
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      b = std::min(b, g_.meas_start_ns[n]);
+      e = std::max(e, g_.meas_end_ns[n]);
+      if (!g_.counts_for_span(n)) continue;
+      mb = std::min(mb, g_.meas_start_ns[n]);
+      me_ = std::max(me_, g_.meas_end_ns[n]);
+    }
+    const TailPart tail = gpu_tail_part();
+    ints.insert(ints.end(), {b, e, mb, me_, int64_t(g_.queued_ops.size()), tail.ok ? 1 : 0, tail.any ? 1 : 0,
+                             tail.tail_ns, improper_nesting_, align_note_ ? 1 : 0, int64_t(ranks_.size())});
+    const auto [first, last] = rank_extents();
+    for (size_t r = 0; r < ranks_.size(); ++r) ints.insert(ints.end(), {int64_t(g_.rank_ids[r]), first[r], last[r]});
+    const std::string head = dist::to_bytes(ints);
+    const Error err = local.ok() ? Error{} : local.error();
+    std::vector<std::string_view> fields{head, err.where, err.what, err.note};
+    for (auto f : kFirstExample) fields.push_back(g_.stats.*f);
+    fields.push_back(g_.stats.queued_wait_example);
+    auto parts = dist::all_gather(*comm_, kTagReduce, dist::frame(fields));
+    if (!parts) return parts.error();
+    constexpr size_t kHead = 1 + std::size(kSummed) + 1 + 11;
+    BuildStats s;
+    b = kMaxI, e = kMin, mb = kMaxI, me_ = kMin;
+    bool queued = false, tail_ok = true, tail_any = false, note = false;
+    int64_t tail_ns = 0, improper = 0;
+    std::vector<int64_t> rank_first, rank_last;
+    std::vector<int> rank_ids;
+    for (size_t q = 0; q < parts->size(); ++q) {
+      const Error cut = make_error("", fmt::format("the build's counts of process {} arrived cut short", q));
+      auto f = dist::unframe((*parts)[q]);
+      if (!f || f->size() != 4 + std::size(kFirstExample) + 1) return cut;
+      auto v = dist::from_bytes((*f)[0], int(q));
+      if (!v || v->size() < kHead) return cut;
+      if ((*v)[0] != 0) return make_error(std::string((*f)[1]), std::string((*f)[2]), std::string((*f)[3]));
+      size_t at = 1;
+      for (auto fld : kSummed) s.*fld += (*v)[at++];
+      const int64_t qw = (*v)[at++];
+      if (qw > s.queued_wait_ns) s.queued_wait_ns = qw, s.queued_wait_example = std::string((*f)[4 + std::size(kFirstExample)]);
+      b = std::min(b, (*v)[at]), e = std::max(e, (*v)[at + 1]);
+      mb = std::min(mb, (*v)[at + 2]), me_ = std::max(me_, (*v)[at + 3]);
+      queued = queued || (*v)[at + 4] > 0;
+      tail_ok = tail_ok && (*v)[at + 5] != 0;
+      tail_any = tail_any || (*v)[at + 6] != 0;
+      tail_ns = std::max(tail_ns, (*v)[at + 7]);
+      improper += (*v)[at + 8];
+      note = note || (*v)[at + 9] != 0;
+      const auto k = size_t((*v)[at + 10]);
+      at += 11;
+      if (v->size() != at + 3 * k) return cut;
+      for (size_t r = 0; r < k; ++r) {
+        rank_ids.push_back(int((*v)[at + 3 * r]));
+        rank_first.push_back((*v)[at + 3 * r + 1]);
+        rank_last.push_back((*v)[at + 3 * r + 2]);
+      }
+      for (size_t i = 0; i < std::size(kFirstExample); ++i) {
+        if ((s.*kFirstExample[i]).empty()) s.*kFirstExample[i] = std::string((*f)[4 + i]);
+      }
+    }
+    if (rank_first.size() != total_ranks_) return make_error("", "the processes disagree on the number of ranks");
+    if (s.waiting_threads > 0) {
+      const int64_t measured = (me_ == kMin ? 0 : me_) - (mb == kMaxI ? 0 : mb);
+      s.waiting_thread_span_ns = std::max<int64_t>(0, (e - b) - measured);
+    }
+    if (options_.split_collectives && total_ranks_ >= 2) rank_group_stats(joined_all_, rank_ids, rank_first, rank_last, s);
+    queued_loop_ = queued;
+    g_.gpu_tail_loop = !queued && tail_ok && tail_any;
+    s.gpu_tail_ns = g_.gpu_tail_loop ? tail_ns : 0;
+    if (note) s.notes.push_back(kAlignNote);
+    if (improper > 0) s.notes.push_back(improper_note(improper));
+    g_.stats = std::move(s);
+    return {};
+  }
+
   // ---------- nodes ----------
   StrId intern(uint32_t r, StrId local) {
     auto& m = name_map_[r];
@@ -171,9 +630,7 @@ class Builder {
   }
 
   // Absolute-time base of each rank so that all ranks share one timeline.
-  void compute_rank_bases() {
-    int64_t min_origin = std::numeric_limits<int64_t>::max();
-    for (const auto& t : ranks_) min_origin = std::min(min_origin, t.origin_ns);
+  void compute_rank_bases(int64_t min_origin) {
     for (size_t r = 0; r < ranks_.size(); ++r) rank_base_[r] = ranks_[r].origin_ns - min_origin;
     g_.rank_offset_ns.assign(ranks_.size(), 0);
     for (const auto& t : ranks_) g_.step_of_rank.push_back(t.steps.size() == 1 ? t.steps[0].number : -1);
@@ -1073,34 +1530,43 @@ class Builder {
   void count_rank_groups() {
     if (ranks_.size() < 2) return;
     if (joined_.empty()) unite(0, 0);
-    constexpr int64_t kUnset = std::numeric_limits<int64_t>::max();
-    std::vector<int64_t> first(ranks_.size(), kUnset), last(ranks_.size(), std::numeric_limits<int64_t>::min());
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (!g_.counts_for_span(n)) continue;
-      const uint32_t root = find(g_.rank[n]);
-      first[root] = std::min(first[root], g_.meas_start_ns[n]);
-      last[root] = std::max(last[root], g_.meas_end_ns[n]);
-    }
+    std::vector<uint32_t> roots(ranks_.size());
+    for (uint32_t r = 0; r < ranks_.size(); ++r) roots[r] = find(r);
+    const auto [first, last] = rank_extents();
+    rank_group_stats(roots, g_.rank_ids, first, last, g_.stats);
+  }
+  // The groups of ranks (`roots`: each rank's group, named by its first rank) and their measured spans
+  // from each rank's first start and last end.
+  static void rank_group_stats(const std::vector<uint32_t>& roots, const std::vector<int>& ids,
+                               const std::vector<int64_t>& rank_first, const std::vector<int64_t>& rank_last,
+                               BuildStats& s) {
+    std::vector<int64_t> first(roots.size(), kMaxI), last(roots.size(), kMin);
     std::map<uint32_t, std::vector<int>> members;  // by the group's first rank
-    for (uint32_t r = 0; r < ranks_.size(); ++r) members[find(r)].push_back(g_.rank_ids[r]);
-    g_.stats.rank_groups = static_cast<int64_t>(members.size());
+    for (size_t r = 0; r < roots.size(); ++r) {
+      const uint32_t root = roots[r] < roots.size() ? roots[r] : uint32_t(r);
+      first[root] = std::min(first[root], rank_first[r]);
+      last[root] = std::max(last[root], rank_last[r]);
+      members[root].push_back(ids[r]);
+    }
+    s.rank_groups = static_cast<int64_t>(members.size());
     if (members.size() < 2) return;
     std::string text;
     int shown = 0;
-    for (auto& [root, ids] : members) {
-      if (first[root] == kUnset) continue;
+    for (auto& [root, group] : members) {
+      if (first[root] == kMaxI) continue;
       const int64_t span = last[root] - first[root];
-      g_.stats.rank_group_span_min_ns = shown == 0 ? span : std::min(g_.stats.rank_group_span_min_ns, span);
-      g_.stats.rank_group_span_max_ns = std::max(g_.stats.rank_group_span_max_ns, span);
+      s.rank_group_span_min_ns = shown == 0 ? span : std::min(s.rank_group_span_min_ns, span);
+      s.rank_group_span_max_ns = std::max(s.rank_group_span_max_ns, span);
       if (shown++ < 4) {
-        std::sort(ids.begin(), ids.end());
-        text += fmt::format("{}{} {}{}: {:.3f} ms", text.empty() ? "" : "; ", ids.size() == 1 ? "rank" : "ranks",
-                            ids.front(), ids.size() == 1 ? "" : fmt::format("..{} ({})", ids.back(), ids.size()),
+        std::sort(group.begin(), group.end());
+        text += fmt::format("{}{} {}{}: {:.3f} ms", text.empty() ? "" : "; ", group.size() == 1 ? "rank" : "ranks",
+                            group.front(),
+                            group.size() == 1 ? "" : fmt::format("..{} ({})", group.back(), group.size()),
                             double(span) * 1e-6);
       }
     }
     if (shown > 4) text += fmt::format("; {} more", shown - 4);
-    g_.stats.rank_groups_example = text;
+    s.rank_groups_example = text;
   }
 
   // Each rank's nodes moved earlier by its offset, in one pass over the nodes.
@@ -1131,7 +1597,7 @@ class Builder {
     }
     shift_ranks(offsets);
     if (any) {
-      g_.stats.notes.push_back("ranks without a collective matched across ranks were aligned at their first event");
+      g_.stats.notes.push_back(kAlignNote);
     }
   }
 
@@ -1148,7 +1614,7 @@ class Builder {
   std::vector<uint8_t> queued_waits(const std::vector<uint32_t>& binding) {
     std::vector<uint8_t> queued(g_.edges.size(), 0);
     for (PointId p = 0; p < binding.size(); ++p) {
-      if (binding[p] == kNoId || is_end(p)) continue;
+      if (binding[p] == kNoId || binding[p] >= g_.edges.size() || is_end(p)) continue;
       const Edge& e = g_.edges[binding[p]];
       const NodeId n = node_of(p);
       if (!is_gpu(g_.kind[n]) || g_.lane[n] >= g_.lanes.size()) continue;
@@ -1178,6 +1644,19 @@ class Builder {
   // queued behind an earlier step's work (that loop is timed by its queued ops).
   void find_gpu_tail_loop() {
     if (!g_.queued_ops.empty()) return;
+    const TailPart t = gpu_tail_part();
+    if (!t.ok) return;
+    g_.gpu_tail_loop = t.any;
+    g_.stats.gpu_tail_ns = t.any ? t.tail_ns : 0;
+  }
+  // This graph's ranks' part of it, queued ops aside: whether each rank with GPU work passes, whether any
+  // has GPU work, and the longest tail.
+  struct TailPart {
+    bool ok = false;
+    bool any = false;
+    int64_t tail_ns = 0;
+  };
+  TailPart gpu_tail_part() const {
     constexpr int64_t kNone = std::numeric_limits<int64_t>::max(), kNoEnd = std::numeric_limits<int64_t>::min();
     const size_t n_ranks = ranks_.size();
     std::vector<int64_t> h0(n_ranks, kNone), h1(n_ranks, kNoEnd), gpu_end(n_ranks, kNoEnd);
@@ -1191,37 +1670,52 @@ class Builder {
         h1[r] = std::max(h1[r], g_.meas_end_ns[n]);
       }
     }
-    int64_t tail = 0;
-    bool any = false;
+    TailPart out;
     for (size_t r = 0; r < n_ranks; ++r) {
       if (gpu_end[r] == kNoEnd) continue;
-      if (h0[r] == kNone) return;
+      if (h0[r] == kNone) return {};
       const int64_t shift = rank_base_[r] - g_.rank_offset_ns[r];
-      if (!trace::runs_free_gpu_tail(ranks_[r], h0[r] - shift, h1[r] - shift, gpu_end[r] - shift)) return;
-      tail = std::max(tail, gpu_end[r] - h1[r]);
-      any = true;
+      if (!trace::runs_free_gpu_tail(ranks_[r], h0[r] - shift, h1[r] - shift, gpu_end[r] - shift)) return {};
+      out.tail_ns = std::max(out.tail_ns, gpu_end[r] - h1[r]);
+      out.any = true;
     }
-    g_.gpu_tail_loop = any;
-    g_.stats.gpu_tail_ns = any ? tail : 0;
+    out.ok = true;
+    return out;
   }
 
-  void assign_latencies() {
+  // The inherent latency of each edge kind and each edge's latency. In a part, the edges into its points
+  // from other processes' points compete for their point too (ref E + j: remote_[remote_in[j]]), in the
+  // place the whole graph gives them, so that ties between gaps go as they go there.
+  Status assign_latencies() {
     const size_t points = g_.num_points();
-    // Group edges by destination point (counting sort).
+    const auto E = static_cast<uint32_t>(g_.edges.size());
+    std::vector<uint32_t> remote_in;
+    for (uint32_t i = 0; i < remote_.size(); ++i) {
+      if (remote_[i].edge.into_local) remote_in.push_back(i);
+    }
+    const auto refs = static_cast<uint32_t>(E + remote_in.size());
+    const auto dst_of = [&](uint32_t f) { return f < E ? g_.edges[f].dst : remote_[remote_in[f - E]].edge.local; };
+    const auto src_time = [&](uint32_t f) {
+      return f < E ? meas(g_.edges[f].src) : remote_[remote_in[f - E]].other_meas;
+    };
+    const auto kind_of = [&](uint32_t f) { return f < E ? g_.edges[f].kind : remote_[remote_in[f - E]].edge.kind; };
+    // Group edges by destination point (counting sort), in the whole graph's order: into one point, the edges
+    // from other processes come after this part's (a collective's members on processes after its owner's,
+    // a kernel's collective edge after its rank's edges).
     std::vector<uint32_t> off(points + 1, 0);
-    for (const Edge& e : g_.edges) ++off[e.dst + 1];
+    for (uint32_t f = 0; f < refs; ++f) ++off[dst_of(f) + 1];
     std::partial_sum(off.begin(), off.end(), off.begin());
-    std::vector<uint32_t> order(g_.edges.size());
+    std::vector<uint32_t> order(refs);
     {
       std::vector<uint32_t> fill(off.begin(), off.end() - 1);
-      for (uint32_t i = 0; i < g_.edges.size(); ++i) order[fill[g_.edges[i].dst]++] = i;
+      for (uint32_t f = 0; f < refs; ++f) order[fill[dst_of(f)]++] = f;
     }
     // Binding edge of each point: the one with the smallest measured gap. For
     // an end point, the node's own duration competes too (gap = measured dur - dur).
     constexpr int kKinds = kEdgeKinds;
     std::vector<std::vector<int64_t>> binding_gaps(kKinds);
     std::vector<uint32_t> binding(points, kNoId);
-    std::vector<uint8_t> drop(g_.edges.size(), 0);
+    std::vector<uint8_t> drop(refs, 0);
     std::vector<int64_t> best_gap(points, 0);
     for (PointId p = 0; p < points; ++p) {
       int64_t best = std::numeric_limits<int64_t>::max();
@@ -1230,16 +1724,17 @@ class Builder {
         best = g_.meas_end_ns[n] - g_.meas_start_ns[n] - g_.dur_ns[n];
       }
       for (uint32_t k = off[p]; k < off[p + 1]; ++k) {
-        const Edge& e = g_.edges[order[k]];
-        int64_t gap = meas(p) - meas(e.src);
-        if (gap < -kContradictionToleranceNs && e.kind != EdgeKind::kThread && e.kind != EdgeKind::kStream) {
-          drop[order[k]] = 1;
+        const uint32_t f = order[k];
+        int64_t gap = meas(p) - src_time(f);
+        const EdgeKind kind = kind_of(f);
+        if (gap < -kContradictionToleranceNs && kind != EdgeKind::kThread && kind != EdgeKind::kStream) {
+          drop[f] = 1;
           ++g_.stats.edges_dropped_inconsistent;
           continue;
         }
         if (gap < best) {
           best = gap;
-          binding[p] = order[k];
+          binding[p] = f;
         }
       }
       best_gap[p] = best;
@@ -1247,30 +1742,44 @@ class Builder {
     // A wait for an earlier step's queued work is no launch latency: left out of the medians too.
     const std::vector<uint8_t> queued = queued_waits(binding);
     for (PointId p = 0; p < points; ++p) {
-      if (binding[p] == kNoId || queued[binding[p]]) continue;
-      binding_gaps[static_cast<int>(g_.edges[binding[p]].kind)].push_back(std::max<int64_t>(0, best_gap[p]));
+      if (binding[p] == kNoId || (binding[p] < E && queued[binding[p]])) continue;
+      binding_gaps[static_cast<int>(kind_of(binding[p]))].push_back(std::max<int64_t>(0, best_gap[p]));
     }
     int64_t inherent[kKinds];
-    for (int k = 0; k < kKinds; ++k) inherent[k] = upper_median(binding_gaps[k], int64_t{0});
+    if (comm_) {
+      auto medians = dist::upper_medians(*comm_, kTagMedians, binding_gaps, int64_t{0});
+      if (!medians) return medians.error();
+      if (medians->size() != size_t(kKinds)) return make_error("", "the edge latencies' medians arrived cut short");
+      std::copy(medians->begin(), medians->end(), inherent);
+    } else {
+      for (int k = 0; k < kKinds; ++k) inherent[k] = upper_median(binding_gaps[k], int64_t{0});
+    }
     inherent[static_cast<int>(EdgeKind::kThread)] = 0;
     inherent[static_cast<int>(EdgeKind::kCollective)] = 0;
     std::copy(inherent, inherent + kKinds, g_.inherent_lat_ns);
     // A polling loop's wait keeps its measured wake-up whether or not it bound
     // its point: the loop's own time was given to the wait (make_poll_wait).
-    std::vector<uint8_t> forced(g_.edges.size(), 0);
+    std::vector<uint8_t> forced(E, 0);
     for (uint32_t i : forced_edges_) forced[i] = 1;
-    for (uint32_t i = 0; i < g_.edges.size(); ++i) {
+    for (uint32_t i = 0; i < E; ++i) {
       Edge& e = g_.edges[i];
       int64_t gap = std::max<int64_t>(0, meas(e.dst) - meas(e.src));
       e.lat_ns = binding[e.dst] == i || forced[i] ? gap : std::min(gap, inherent[static_cast<int>(e.kind)]);
     }
-    if (std::count(drop.begin(), drop.end(), 1) > 0) {
+    for (uint32_t j = 0; j < remote_in.size(); ++j) {
+      Remote& r = remote_[remote_in[j]];
+      const int64_t gap = std::max<int64_t>(0, meas(r.edge.local) - r.other_meas);
+      r.edge.lat_ns = binding[r.edge.local] == E + j ? gap : std::min(gap, inherent[static_cast<int>(r.edge.kind)]);
+      r.dropped = drop[E + j] != 0;
+    }
+    if (std::count(drop.begin(), drop.begin() + E, 1) > 0) {
       size_t w = 0;
-      for (size_t i = 0; i < g_.edges.size(); ++i) {
+      for (size_t i = 0; i < E; ++i) {
         if (!drop[i]) g_.edges[w++] = g_.edges[i];
       }
       g_.edges.resize(w);
     }
+    return {};
   }
 
   Status finish_csr_and_topo() {
@@ -1312,10 +1821,7 @@ class Builder {
                                             " graph points, e.g. " + names,
                         "the trace's correlations or event records contradict each other");
     }
-    if (improper_nesting_ > 0) {
-      g_.stats.notes.push_back(std::to_string(improper_nesting_) +
-                               " CPU events overlapped their parent or a runtime call and were clipped");
-    }
+    if (improper_nesting_ > 0 && !comm_) g_.stats.notes.push_back(improper_note(improper_nesting_));
     return {};
   }
 
@@ -1332,6 +1838,21 @@ class Builder {
   std::vector<CpuLaneNodes> cpu_lanes_;
   std::vector<OuterWait> outer_waits_;
   std::vector<uint32_t> forced_edges_;  // poll-wait edges: they keep their measured latency
+  // A part (build_part): the run's processes, where this part's ranks and nodes sit in the whole graph,
+  // its edges with other processes' points.
+  dist::Comm* comm_ = nullptr;
+  size_t first_rank_ = 0, total_ranks_ = 0, lane_base_ = 0, total_lanes_ = 0, total_rank_nodes_ = 0;
+  std::vector<size_t> node_base_of_;  // per process, then the ranks' nodes in all
+  int64_t collectives_total_ = 0;
+  std::vector<NodeId> global_;
+  struct Remote {
+    RemoteEdge edge;
+    int64_t other_meas = 0;  // the other point's measured time (an edge into this part)
+    bool dropped = false;
+  };
+  std::vector<Remote> remote_;
+  std::vector<uint32_t> joined_all_;  // per rank of the step, its group's first rank
+  bool align_note_ = false, queued_loop_ = false;
 };
 
 }  // namespace
@@ -1339,6 +1860,12 @@ class Builder {
 Result<Graph> build_graph(const std::vector<trace::RankTrace>& ranks, const BuildOptions& options) {
   Builder b(ranks, options);
   return b.build();
+}
+
+Result<GraphPart> build_part(const std::vector<trace::RankTrace>& ranks, dist::Comm& comm,
+                             const BuildOptions& options) {
+  Builder b(ranks, options, &comm);
+  return b.build_part();
 }
 
 }  // namespace emo::graph

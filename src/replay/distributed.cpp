@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
+#include <atomic>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace emo::replay {
 
@@ -24,16 +26,8 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int kTagForward = 20;
 constexpr int kTagBackward = 21;
 constexpr int kTagGather = 22;
-
-std::string to_bytes(const std::vector<int64_t>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
-}
-Result<std::vector<int64_t>> from_bytes(const std::string& b) {
-  if (b.size() % sizeof(int64_t) != 0) return make_error("", "a replay message from another process arrived cut short");
-  std::vector<int64_t> v(b.size() / sizeof(int64_t));
-  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
-  return v;
-}
+// A batch goes out at the latest this many points after its first value (else when the process waits).
+constexpr uint32_t kFlushEvery = 4096;
 
 // Every process's part, combined at process 0, the combination to every process (dist::all_combine).
 template <class Combine>
@@ -43,65 +37,140 @@ Result<std::vector<int64_t>> all_combine(dist::Comm& comm, const std::vector<int
   return r;
 }
 
-// One sweep's exchange: the values of the other processes' points as they arrive, and batches of this
-// process's values for them, sent before each wait and at the end.
-class Exchange {
+// One sweep of a shard's points in one direction. The first on a shard runs in dataflow order: each local
+// point is computed as soon as every value it depends on is known (its own process's or another's), and
+// batches of this process's values go to the processes that read them before it waits (any process's). Any
+// process that is waiting has sent all it knows, so the earliest point not yet computed (in any topological
+// order of the whole graph) always has its values on their way to its process: the processes never wait on
+// one another in a circle, and no process needs a global order of the points. The order each process
+// computed its points in is then one global topological order's parts (a point is computed after every
+// point it depends on, on any process), so later sweeps go through it as it is (and backward in reverse),
+// waiting only for the values a point reads from others: no counts of what is pending, no queue.
+class Sweep {
  public:
-  Exchange(const Shard& s, const ShardSide& side, dist::Comm& comm, int tag, std::vector<int64_t>& val)
+  Sweep(const Shard& s, const ShardSide& side, dist::Comm& comm, int tag, std::vector<int64_t>& val)
       : s_(s), side_(side), comm_(comm), tag_(tag), val_(val), have_(side.imports.size(), 0),
         outbox_(size_t(std::max(1, s.processes))) {
     val_.assign(s.num_points() + side.imports.size(), 0);
   }
-  // Whether local point `p` depends on another process's value (then ready() may wait).
-  bool reads_others(uint32_t p) const { return side_.reads_import[p] != 0; }
-  // Waits until every value that local point `p` depends on is known.
-  Status ready(uint32_t p) {
-    const uint32_t np = uint32_t(s_.num_points());
-    for (uint32_t k = side_.dep_off[p]; k < side_.dep_off[p + 1]; ++k) {
-      const uint32_t d = side_.dep[k];
-      if (d < np) continue;
-      while (!have_[d - np]) EMO_RETURN_IF_ERROR(receive(side_.import_from[d - np]));
+  // Runs `value(p)` for every local point once, each after every value it depends on (val_) is known, in
+  // dataflow order; `order` gets the order. `forward`: a node's end depends on its start (the run); else
+  // its start on its end (the slack).
+  template <class Value>
+  Status run_dataflow(bool forward, std::vector<uint32_t>& order, Value&& value) {
+    const auto np = uint32_t(s_.num_points());
+    pending_.resize(np);
+    order.clear();
+    order.reserve(np);
+    for (uint32_t p = 0; p < np; ++p) {
+      pending_[p] = side_.dep_off[p + 1] - side_.dep_off[p] + (forward ? (p & 1u) : 1u - (p & 1u));
+      if (pending_[p] == 0) order.push_back(p);
     }
-    return {};
+    size_t head = 0;
+    while (head < np) {
+      if (head == order.size()) {
+        EMO_RETURN_IF_ERROR(receive(-1, &order));
+        continue;
+      }
+      const uint32_t p = order[head++];
+      val_[p] = value(p);
+      if (computed(p)) EMO_RETURN_IF_ERROR(flush());
+      if (forward ? !(p & 1u) : (p & 1u)) release(forward ? p + 1 : p - 1, order);
+      release_readers(p, order);
+    }
+    return flush();
   }
-  // Local point `p`'s value is known: queue it for the processes that read it.
-  void computed(uint32_t p) {
-    for (uint32_t k = side_.to_off[p]; k < side_.to_off[p + 1]; ++k) {
-      auto& box = outbox_[size_t(side_.to[k])];
-      box.push_back(int64_t(s_.global_point(p)));
-      box.push_back(val_[p]);
+  // The same in a given order (a topological one the processes share), forward or in reverse.
+  template <class Value>
+  Status run_ordered(const std::vector<uint32_t>& order, bool reverse, Value&& value) {
+    const size_t np = s_.num_points();
+    for (size_t k = 0; k < np; ++k) {
+      const uint32_t p = order[reverse ? np - 1 - k : k];
+      if (side_.reads_import[p]) {
+        for (uint32_t d = side_.dep_off[p]; d < side_.dep_off[p + 1]; ++d) {
+          const uint32_t dep = side_.dep[d];
+          if (dep < np) continue;
+          while (!have_[dep - np]) EMO_RETURN_IF_ERROR(receive(side_.import_from[dep - np], nullptr));
+        }
+      }
+      val_[p] = value(p);
+      if (computed(p)) EMO_RETURN_IF_ERROR(flush());
     }
-  }
-  Status flush() {
-    for (size_t q = 0; q < outbox_.size(); ++q) {
-      if (outbox_[q].empty()) continue;
-      EMO_RETURN_IF_ERROR(comm_.send(int(q), tag_, to_bytes(outbox_[q])));
-      outbox_[q].clear();
-      ++sent;
-    }
-    return {};
+    return flush();
   }
   int64_t sent = 0, waits = 0;
 
  private:
-  Status receive(int from) {
-    EMO_RETURN_IF_ERROR(flush());  // what this process knows first: no process waits on another in a circle
+  // Point `p`'s value is known: queued for the processes that read it, to be sent once this process has
+  // computed kFlushEvery points more (the readers need not wait until this process waits itself).
+  // True when the batches are to go now.
+  bool computed(uint32_t p) {
+    for (uint32_t k = side_.to_off[p]; k < side_.to_off[p + 1]; ++k) {
+      auto& box = outbox_[size_t(side_.to[k])];
+      box.push_back(int64_t(s_.global_point(p)));
+      box.push_back(val_[p]);
+      queued_ = true;
+    }
+    return queued_ && ++since_queued_ >= kFlushEvery;
+  }
+  void release(uint32_t p, std::vector<uint32_t>& ready) {
+    if (--pending_[p] == 0) ready.push_back(p);
+  }
+  void release_readers(uint32_t i, std::vector<uint32_t>& ready) {
+    for (uint32_t k = side_.next_off[i]; k < side_.next_off[i + 1]; ++k) release(side_.next[k], ready);
+  }
+  Status flush() {
+    for (size_t q = 0; q < outbox_.size(); ++q) {
+      if (outbox_[q].empty()) continue;
+      EMO_RETURN_IF_ERROR(comm_.send(int(q), tag_, dist::to_bytes(outbox_[q])));
+      outbox_[q].clear();
+      ++sent;
+    }
+    queued_ = false;
+    since_queued_ = 0;
+    return {};
+  }
+  // What this process knows goes first, then it waits for the next batch of process `from` (-1: of any);
+  // `ready` (dataflow) gets the points the batch makes ready.
+  Status receive(int from, std::vector<uint32_t>* ready) {
+    EMO_RETURN_IF_ERROR(flush());
     ++waits;
-    auto m = comm_.recv(from, tag_, dist::timeout_s());
-    if (!m) return make_error("", "the distributed replay: " + m.error().message());
-    auto v = from_bytes(*m);
-    if (!v || v->size() % 2 != 0) return make_error("", fmt::format("process {} sent a replay message cut short", from));
+    Result<std::pair<int, std::string>> m = make_error("", "");
+    if (from < 0) {
+      m = comm_.recv_any(tag_, dist::timeout_s());
+    } else {
+      auto bytes = comm_.recv(from, tag_, dist::timeout_s());
+      if (bytes) m = std::pair<int, std::string>{from, std::move(*bytes)};
+      else m = bytes.error();
+    }
+    if (!m) {
+      std::vector<int32_t> waited;
+      for (size_t j = 0; j < have_.size(); ++j) {
+        if (!have_[j]) waited.push_back(side_.import_from[j]);
+      }
+      std::sort(waited.begin(), waited.end());
+      waited.erase(std::unique(waited.begin(), waited.end()), waited.end());
+      return make_error("", fmt::format("the distributed replay: {}; process {} waits for the times of process {}",
+                                        m.error().message(), s_.process, fmt::join(waited, ", ")));
+    }
+    const int sender = m->first;
+    auto v = dist::from_bytes(m->second, sender);
+    if (!v || v->size() % 2 != 0) {
+      return make_error("", fmt::format("process {} sent a replay message cut short", sender));
+    }
     const size_t np = s_.num_points();
     for (size_t i = 0; i < v->size(); i += 2) {
       const auto it = std::lower_bound(side_.imports.begin(), side_.imports.end(), PointId((*v)[i]));
       const size_t j = size_t(it - side_.imports.begin());
-      if ((*v)[i] < 0 || it == side_.imports.end() || int64_t(*it) != (*v)[i] || side_.import_from[j] != from) {
+      if ((*v)[i] < 0 || it == side_.imports.end() || int64_t(*it) != (*v)[i] || side_.import_from[j] != sender ||
+          have_[j]) {
         return make_error("", fmt::format("process {} sent the time of a point {} that it does not share with "
                                           "process {}: the processes hold parts of different graphs",
-                                          from, (*v)[i], s_.process));
+                                          sender, (*v)[i], s_.process));
       }
       val_[np + j] = (*v)[i + 1];
       have_[j] = 1;
+      if (ready) release_readers(uint32_t(np + j), *ready);
     }
     return {};
   }
@@ -112,7 +181,15 @@ class Exchange {
   std::vector<int64_t>& val_;
   std::vector<uint8_t> have_;
   std::vector<std::vector<int64_t>> outbox_;
+  std::vector<uint32_t> pending_;
+  bool queued_ = false;      // values wait in the outboxes
+  uint32_t since_queued_ = 0;  // points computed since the first of them
 };
+
+uint64_t next_shard_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
 
 int64_t dur_of(const Shard& s, const std::vector<int64_t>& dur_ns, uint32_t node) {
   return dur_ns.empty() ? s.dur_ns[node] : dur_ns[node];
@@ -209,6 +286,26 @@ std::vector<int32_t> owners(const graph::Graph& g, int processes) {
 }
 
 namespace {
+// The processes that read local point `p` (`procs`, any order, repeats allowed), appended to the side's.
+void add_readers(ShardSide& side, std::vector<int32_t>& procs, uint32_t p) {
+  std::sort(procs.begin(), procs.end());
+  procs.erase(std::unique(procs.begin(), procs.end()), procs.end());
+  side.to.insert(side.to.end(), procs.begin(), procs.end());
+  side.to_off[p + 1] = uint32_t(side.to.size());
+}
+
+// The reverse of a side's dep: who reads each local point and each import.
+void index_readers(ShardSide& side, size_t np) {
+  side.next_off.assign(np + side.imports.size() + 1, 0);
+  for (uint32_t d : side.dep) ++side.next_off[d + 1];
+  std::partial_sum(side.next_off.begin(), side.next_off.end(), side.next_off.begin());
+  side.next.resize(side.dep.size());
+  std::vector<uint32_t> fill(side.next_off.begin(), side.next_off.end() - 1);
+  for (uint32_t p = 0; p < np; ++p) {
+    for (uint32_t k = side.dep_off[p]; k < side.dep_off[p + 1]; ++k) side.next[fill[side.dep[k]]++] = p;
+  }
+}
+
 // One direction's dependencies of the shard's points: `deps(p)` and `reads(p)` the edges of global point p
 // that it depends on and that depend on it, `other(e)` and `reader(e)` the point at the other end of each.
 template <class Deps, class Reads, class Other, class Reader>
@@ -249,17 +346,16 @@ ShardSide make_side(const graph::Graph& g, const std::vector<int32_t>& owner, co
       const int32_t o = owner[graph::node_of(reader(g.edges[e]))];
       if (o != s.process) procs.push_back(o);
     });
-    std::sort(procs.begin(), procs.end());
-    procs.erase(std::unique(procs.begin(), procs.end()), procs.end());
-    side.to.insert(side.to.end(), procs.begin(), procs.end());
-    side.to_off[p + 1] = uint32_t(side.to.size());
+    add_readers(side, procs, p);
   }
+  index_readers(side, np);
   return side;
 }
 }  // namespace
 
 Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int process, int processes) {
   Shard s;
+  s.id = next_shard_id();
   s.process = process;
   s.processes = processes;
   s.graph_points = g.num_points();
@@ -281,10 +377,6 @@ Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int p
   for (NodeId n : g.queued_ops) {
     if (n < g.num_nodes() && owner[n] == process) s.queued[local_of[n]] = 1;
   }
-  for (const PointId p : g.topo) {
-    const NodeId n = graph::node_of(p);
-    if (owner[n] == process) s.order.push_back(2 * local_of[n] + (p & 1u));
-  }
   const auto in = [&](PointId p, auto&& f) {
     for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1]; ++k) f(g.in_edges[k]);
   };
@@ -298,6 +390,91 @@ Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int p
   return s;
 }
 
+namespace {
+// One direction's dependencies of a part's points: its own edges (forward: into each point; backward: out
+// of it), and its edges with other processes' points.
+ShardSide part_side(const graph::GraphPart& part, bool forward) {
+  const graph::Graph& g = part.graph;
+  const size_t np = g.num_points();
+  ShardSide side;
+  for (const graph::RemoteEdge& r : part.remote) {
+    if (r.into_local == forward) side.imports.push_back(r.other);
+  }
+  std::sort(side.imports.begin(), side.imports.end());
+  side.imports.erase(std::unique(side.imports.begin(), side.imports.end()), side.imports.end());
+  side.import_from.assign(side.imports.size(), 0);
+  // Per local point, its edges with other processes' points in this direction: (import, lat), and who reads it.
+  std::vector<uint32_t> r_off(np + 1, 0), w_off(np + 1, 0);
+  for (const graph::RemoteEdge& r : part.remote) ++(r.into_local == forward ? r_off : w_off)[r.local + 1];
+  std::partial_sum(r_off.begin(), r_off.end(), r_off.begin());
+  std::partial_sum(w_off.begin(), w_off.end(), w_off.begin());
+  std::vector<std::pair<uint32_t, int64_t>> reads(r_off[np]);
+  std::vector<int32_t> readers(w_off[np]);
+  {
+    std::vector<uint32_t> rf(r_off.begin(), r_off.end() - 1), wf(w_off.begin(), w_off.end() - 1);
+    for (const graph::RemoteEdge& r : part.remote) {
+      if (r.into_local == forward) {
+        const auto j = uint32_t(std::lower_bound(side.imports.begin(), side.imports.end(), r.other) -
+                                side.imports.begin());
+        side.import_from[j] = r.process;
+        reads[rf[r.local]++] = {uint32_t(np) + j, r.lat_ns};
+      } else {
+        readers[wf[r.local]++] = r.process;
+      }
+    }
+  }
+  side.dep_off.assign(np + 1, 0);
+  side.reads_import.assign(np, 0);
+  side.to_off.assign(np + 1, 0);
+  const auto& offsets = forward ? g.in_offsets : g.out_offsets;
+  const auto& ids = forward ? g.in_edges : g.out_edges;
+  for (uint32_t p = 0; p < np; ++p) {
+    for (uint32_t k = offsets[p]; k < offsets[p + 1]; ++k) {
+      const graph::Edge& e = g.edges[ids[k]];
+      side.dep.push_back(forward ? e.src : e.dst);
+      side.dep_lat.push_back(e.lat_ns);
+    }
+    for (uint32_t k = r_off[p]; k < r_off[p + 1]; ++k) {
+      side.dep.push_back(reads[k].first);
+      side.dep_lat.push_back(reads[k].second);
+      side.reads_import[p] = 1;
+    }
+    side.dep_off[p + 1] = uint32_t(side.dep.size());
+    std::vector<int32_t> procs(readers.begin() + w_off[p], readers.begin() + w_off[p + 1]);
+    add_readers(side, procs, p);
+  }
+  index_readers(side, np);
+  return side;
+}
+}  // namespace
+
+Shard make_shard(const graph::GraphPart& part) {
+  const graph::Graph& g = part.graph;
+  Shard s;
+  s.id = next_shard_id();
+  s.process = part.process;
+  s.processes = part.processes;
+  s.graph_points = 2 * part.total_nodes;
+  s.lanes = part.total_lanes;
+  s.queued_loop = part.queued_loop;
+  s.gpu_tail_loop = g.gpu_tail_loop;
+  s.nodes = part.global;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    s.dur_ns.push_back(g.dur_ns[n]);
+    s.meas_start_ns.push_back(g.meas_start_ns[n]);
+    s.counts.push_back(g.counts_for_span(n) ? 1 : 0);
+    s.cls.push_back(g.kind[n] == NodeKind::kCollective ? 2 : graph::is_gpu(g.kind[n]) ? 1 : 0);
+    s.lane.push_back(g.lane[n] == graph::kNoId ? graph::kNoId : uint32_t(part.lane_base + g.lane[n]));
+  }
+  s.queued.assign(g.num_nodes(), 0);
+  for (NodeId n : g.queued_ops) {
+    if (n < g.num_nodes()) s.queued[n] = 1;
+  }
+  s.forward = part_side(part, true);
+  s.backward = part_side(part, false);
+  return s;
+}
+
 Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out) {
   if (comm.size() != s.processes || comm.rank() != s.process) {
     return make_error("", fmt::format("a replay shard of process {} of {} run on process {} of {}", s.process,
@@ -308,10 +485,11 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
   }
   std::vector<int64_t> val;
   val.swap(out.t_ns);  // its memory again, where the same timeline is replayed again
-  Exchange ex(s, s.forward, comm, kTagForward, val);
+  Sweep sweep(s, s.forward, comm, kTagForward, val);
   const ShardSide& f = s.forward;
-  for (uint32_t p : s.order) {
-    if (ex.reads_others(p)) EMO_RETURN_IF_ERROR(ex.ready(p));
+  // The order of the first run on this shard (kept in `out`), else dataflow.
+  const bool ordered = out.order.size() == s.num_points() && out.order_of == s.id && s.id != 0;
+  const auto value = [&](uint32_t p) {
     int64_t v;
     if (p & 1u) {
       v = val[p - 1] + dur_of(s, dur_ns, p / 2);
@@ -320,14 +498,18 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
       v = f.dep_off[p] == f.dep_off[p + 1] ? s.meas_start_ns[p / 2] : kMin;
     }
     for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) v = std::max(v, val[f.dep[k]] + f.dep_lat[k]);
-    val[p] = v;
-    ex.computed(p);
+    return v;
+  };
+  if (ordered) {
+    EMO_RETURN_IF_ERROR(sweep.run_ordered(out.order, false, value));
+  } else {
+    EMO_RETURN_IF_ERROR(sweep.run_dataflow(true, out.order, value));
+    out.order_of = s.id;
   }
-  EMO_RETURN_IF_ERROR(ex.flush());
   val.resize(s.num_points());
   out.t_ns = std::move(val);
-  out.messages_sent = ex.sent;
-  out.waits = ex.waits;
+  out.messages_sent = sweep.sent;
+  out.waits = sweep.waits;
   auto span = all_combine(comm, span_part(s, out.t_ns),
                           [&](const std::vector<std::vector<int64_t>>& parts) { return combine_span(s, parts); });
   if (!span) return span.error();
@@ -384,18 +566,21 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
     return s.cls[i] == 2 ? latest : host_bound;
   };
   static thread_local std::vector<int64_t> late;  // kept: a process replays many times
-  Exchange ex(s, s.backward, comm, kTagBackward, late);
+  Sweep sweep(s, s.backward, comm, kTagBackward, late);
   const ShardSide& b = s.backward;
-  for (auto it = s.order.rbegin(); it != s.order.rend(); ++it) {
-    const uint32_t p = *it;
-    if (ex.reads_others(p)) EMO_RETURN_IF_ERROR(ex.ready(p));
+  const auto value = [&](uint32_t p) {
     int64_t v = s.counts[p / 2] ? bound_of(p / 2) : kUnbounded;
     for (uint32_t k = b.dep_off[p]; k < b.dep_off[p + 1]; ++k) v = std::min(v, late[b.dep[k]] - b.dep_lat[k]);
     if (!(p & 1u)) v = std::min(v, late[p + 1] - dur_of(s, dur_ns, p / 2));
-    late[p] = v;
-    ex.computed(p);
+    return v;
+  };
+  // The forward run's order in reverse (its run was on this shard: checked above), else dataflow.
+  if (tl.order.size() == s.num_points() && tl.order_of == s.id && s.id != 0) {
+    EMO_RETURN_IF_ERROR(sweep.run_ordered(tl.order, true, value));
+  } else {
+    static thread_local std::vector<uint32_t> order;
+    EMO_RETURN_IF_ERROR(sweep.run_dataflow(false, order, value));
   }
-  EMO_RETURN_IF_ERROR(ex.flush());
   slack_ns.resize(s.num_nodes());
   for (uint32_t i = 0; i < s.num_nodes(); ++i) slack_ns[i] = std::max<int64_t>(0, late[2 * i + 1] - tl.t_ns[2 * i + 1]);
   return {};

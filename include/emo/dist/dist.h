@@ -79,6 +79,9 @@ Result<std::vector<int64_t>> all_combine(
     Comm& comm, int tag, const std::vector<int64_t>& mine,
     const std::function<std::vector<int64_t>(const std::vector<std::vector<int64_t>>& parts)>& combine);
 
+// Every process's `mine`, in process order, to every process (gathered at process 0, sent back framed).
+Result<std::vector<std::string>> all_gather(Comm& comm, int tag, std::string mine);
+
 // The upper median (emo/base/stats.h: the value at index n/2 of the sorted values) of each of several
 // sets of values that lie with several processes, `values[k]` this process's part of set k (every process
 // gives as many sets); `fallback` for a set that is empty on every process. Exact, without gathering the
@@ -86,6 +89,11 @@ Result<std::vector<int64_t>> all_combine(
 // Reorders each part (sorts it).
 Result<std::vector<int64_t>> upper_medians(Comm& comm, int tag, std::vector<std::vector<int64_t>>& values,
                                            int64_t fallback);
+
+// Integers as a message's bytes (this machine's byte order: every process of a run is one build), and back
+// (an Error naming process `from` when the bytes are not whole integers).
+std::string to_bytes(const std::vector<int64_t>& v);
+Result<std::vector<int64_t>> from_bytes(std::string_view bytes, int from);
 
 // Fields framed as bytes, and back (an Error when `bytes` is not such a frame).
 std::string frame(const std::vector<std::string_view>& fields);

@@ -143,6 +143,7 @@ struct BuildStats {
   // loop's whose GPU tail runs free into the next step's host time (Graph::gpu_tail_loop); else 0.
   int64_t gpu_tail_ns = 0;
   std::vector<std::string> notes;
+  bool operator==(const BuildStats&) const = default;
 };
 using trace::kQueuedWaitMinNs;
 

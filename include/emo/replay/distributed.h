@@ -1,16 +1,17 @@
 // The replay shared by the processes of a run (DESIGN.md §9, docs/mpi.md): each process owns the nodes of
 // a contiguous part of the ranks (and the collectives whose first member is one of them: owners(); any
-// partition of the nodes gives the same answer), sweeps its own
-// points in the order of the graph's topological order, and exchanges with the other processes only the
-// times that cross: a rank's arrival at a collective owned elsewhere, a collective's end read by its
-// members. Conservative synchronization: a process computes a point only once every time it depends on is
-// known, and sends what it has computed before it waits, so the processes never wait on one another in a
-// circle (the graph has no cycle, and each sweeps in one global order).
+// partition of the nodes gives the same answer), computes each of its points as soon as every time it
+// depends on is known (dataflow order), and exchanges with the other processes only the times that cross: a
+// rank's arrival at a collective owned elsewhere, a collective's end read by its members. Conservative
+// synchronization: a process that has nothing to compute sends what it has computed before it waits, so the
+// earliest point not yet computed always has its times on their way to its process and the processes never
+// wait on one another in a circle (the graph has no cycle). No process needs the whole graph's topological
+// order, only its own part's dependencies.
 //
 // The answer is run()'s and slack()'s for the points each process owns, and run()'s span on every process,
 // bit for bit (the same formula at every point; of the points at the step's end, the lowest, as
-// Replayer::run() takes it). What it does not do yet: build the part of the graph a
-// process owns from its own shard of rank files (make_shard() cuts it from the whole graph).
+// Replayer::run() takes it). A shard is cut from the whole graph (make_shard(g, ...)) or made of the part a
+// process built of its own ranks (make_shard(part)).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "emo/base/result.h"
 #include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
+#include "emo/graph/part.h"
 
 namespace emo::replay {
 
@@ -34,16 +36,17 @@ struct ShardSide {
   std::vector<int32_t> import_from;     // the process that owns each
   std::vector<uint32_t> to_off;    // per local point, into to (size points + 1)
   std::vector<int32_t> to;         // the processes that read the point's time in this direction
+  std::vector<uint32_t> next_off;  // the reverse of dep: per local point then per import (size points +
+  std::vector<uint32_t> next;      // imports + 1), the local points that depend on it
 };
 
 // One process's part of a graph.
 struct Shard {
+  uint64_t id = 0;  // made by make_shard(), one per shard made (copies share it)
   int process = 0;
   int processes = 1;
   size_t graph_points = 0;              // points of the whole graph
   std::vector<graph::NodeId> nodes;     // global ids of the nodes it owns, ascending (local node i)
-  std::vector<uint32_t> order;          // its local points in an order the graph's edges respect (its part
-                                        // of one global topological order)
   ShardSide forward, backward;
   // Per local node: the graph's duration and measured start, whether it counts for the step's span, its
   // class for a loop's period (0 host, 1 GPU op, 2 collective), its lane (global) and whether it is queued.
@@ -63,6 +66,9 @@ struct Shard {
 std::vector<int32_t> owners(const graph::Graph& g, int processes);
 // The part of `g` that process `process` owns.
 Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int process, int processes);
+// The part a process built of its own ranks (graph::build_part): the same shard as make_shard() cuts from
+// the whole graph for that process, without the whole graph.
+Shard make_shard(const graph::GraphPart& part);
 
 struct ShardTimeline {
   std::vector<int64_t> t_ns;            // per local point
@@ -71,6 +77,10 @@ struct ShardTimeline {
   int64_t makespan_ns() const { return end_ns - begin_ns; }
   // What the exchange took: batches sent, and the times this process waited for another's.
   int64_t messages_sent = 0, waits = 0;
+  // The order the first run on a shard computed its points in (dataflow), kept for the runs after it on
+  // the same shard (and the slack, in reverse): every process's is its part of one topological order.
+  std::vector<uint32_t> order;
+  uint64_t order_of = 0;  // Shard::id of the shard it is the order of (0: none)
 };
 
 // Replayer::run() over the processes of `comm`, each with its own shard: `dur_ns` one per local node (empty:
