@@ -329,14 +329,14 @@ class Builder {
       if (!ints || ints->empty()) return cut;
       const std::vector<int64_t>& v = *ints;
       const auto k = size_t(v[0]);
-      if (v[0] < 0 || v.size() < 2 + 2 * k) return cut;
+      if (v[0] < 0 || k > v.size() || v.size() < 2 + 2 * k) return cut;
       for (size_t r = 0; r < k; ++r) {
         rank_ids.push_back(int(v[1 + 2 * r]));
         first.push_back(v[2 + 2 * r]);
       }
       const size_t at = 1 + 2 * k;
       const auto n = size_t(v[at]);
-      if (v[at] < 0 || v.size() != at + 1 + 7 * n || fields->size() != 1 + 2 * n) return cut;
+      if (v[at] < 0 || n > v.size() || v.size() != at + 1 + 7 * n || fields->size() != 1 + 2 * n) return cut;
       for (size_t i = 0; i < n; ++i) {
         const int64_t* c = v.data() + at + 1 + 7 * i;
         CommRecord rec;
@@ -461,7 +461,7 @@ class Builder {
     const int64_t owned = v[at - 1];
     for (int64_t k = 0; k < owned; ++k) {
       const int64_t* c = v.data() + at;
-      if (!take(4) || c[3] < 1 || !take(4 * size_t(c[3]))) return cut;
+      if (!take(4) || c[3] < 1 || size_t(c[3]) > v.size() || !take(4 * size_t(c[3]))) return cut;
       const int64_t* m = c + 4;
       const NodeId first = NodeId(size_t(m[0]) - node_base_of_[size_t(me)]);
       if (m[1] != me || first >= rank_nodes) return cut;
@@ -576,7 +576,7 @@ class Builder {
       note = note || (*v)[at + 9] != 0;
       const auto k = size_t((*v)[at + 10]);
       at += 11;
-      if (v->size() != at + 3 * k) return cut;
+      if (k > v->size() || v->size() != at + 3 * k) return cut;
       for (size_t r = 0; r < k; ++r) {
         rank_ids.push_back(int((*v)[at + 3 * r]));
         rank_first.push_back((*v)[at + 3 * r + 1]);
