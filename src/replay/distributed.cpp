@@ -581,6 +581,10 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
     static thread_local std::vector<uint32_t> order;
     EMO_RETURN_IF_ERROR(sweep.run_dataflow(false, order, value));
   }
+  // A dataflow sweep takes any process's next batch, and processes choose their way alone (a process with
+  // no point has its order): no process starts its next slack before every process has ended this one.
+  auto done = all_combine(comm, {}, [](const std::vector<std::vector<int64_t>>&) { return std::vector<int64_t>{}; });
+  if (!done) return done.error();
   slack_ns.resize(s.num_nodes());
   for (uint32_t i = 0; i < s.num_nodes(); ++i) slack_ns[i] = std::max<int64_t>(0, late[2 * i + 1] - tl.t_ns[2 * i + 1]);
   return {};
