@@ -289,10 +289,9 @@ TEST(GraphPart, TheEightRankDlrmStepIsSliced) {
   EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
   auto files = analysis::expand_trace_paths({dir});
   ASSERT_TRUE(files.ok()) << files.error().message();
-  auto w = analysis::load(*files, {});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  ASSERT_EQ(w->graph.num_ranks(), 8u);
-  expect_parts_of(*w, "dlrm", {2, 3, 8});
+  auto w = test::workload_of_files(*files);
+  ASSERT_EQ(w.graph.num_ranks(), 8u);
+  expect_parts_of(w, "dlrm", {2, 3, 8});
 }
 
 // One rank each: the loop checks (queued ops, a free GPU tail) reduced with a process that holds no rank.
@@ -300,10 +299,9 @@ TEST(GraphPart, RealLoopsKeepTheirPeriodWithAnEmptyProcess) {
   EMO_REQUIRE_SHARED(queued, "traces/hta/tests/data/negative_queue_length_values_check/rank0.json.gz");
   EMO_REQUIRE_SHARED(tail, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
   for (const std::string& path : {queued, tail}) {
-    auto w = analysis::load({path}, {});
-    ASSERT_TRUE(w.ok()) << w.error().message();
-    ASSERT_TRUE(w->graph.loop_period()) << path;
-    expect_parts_of(*w, path, {1, 2});
+    auto w = test::workload_of_files({path});
+    ASSERT_TRUE(w.graph.loop_period()) << path;
+    expect_parts_of(w, path, {1, 2});
   }
 }
 
