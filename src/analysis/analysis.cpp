@@ -19,6 +19,7 @@
 #include "emo/base/parallel.h"
 #include "emo/base/stats.h"
 #include "emo/dist/dist.h"
+#include "emo/replay/distributed.h"
 #include "emo/trace/runtime_calls.h"
 
 namespace emo::analysis {
@@ -475,6 +476,36 @@ Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions
   return finish(std::move(reads), options);
 }
 
+namespace {
+// Busy time per GPU of `g`'s ranks (rank indexes from `first_rank`): the union of its ops' intervals
+// [start(n), end(n)), in (rank, device) order; idle is the step's `span_ns` minus it.
+template <class Start, class End>
+std::vector<GpuUsage> gpu_usage(const graph::Graph& g, size_t first_rank, int64_t span_ns, Start&& start, End&& end) {
+  std::map<std::pair<uint32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> per_gpu;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!graph::is_gpu(g.kind[n])) continue;
+    const auto& lane = g.lanes[g.lane[n]];
+    per_gpu[{uint32_t(first_rank + lane.rank), lane.device}].emplace_back(start(n), end(n));
+  }
+  std::vector<GpuUsage> gpus;
+  for (auto& [key, iv] : per_gpu) {
+    GpuUsage u;
+    u.rank = key.first;
+    u.device = key.second;
+    u.ops = static_cast<int64_t>(iv.size());
+    for (const auto& [b, e] : merged_intervals(std::move(iv))) u.busy_ns += e - b;
+    u.idle_ns = std::max<int64_t>(0, span_ns - u.busy_ns);
+    gpus.push_back(u);
+  }
+  return gpus;
+}
+
+double replay_error_pct(int64_t measured_ns, int64_t replayed_ns) {
+  return measured_ns > 0 ? 100.0 * static_cast<double>(replayed_ns - measured_ns) / static_cast<double>(measured_ns)
+                         : 0.0;
+}
+}  // namespace
+
 Analysis analyze(const Workload& w) {
   const graph::Graph& g = w.graph;
   Analysis a;
@@ -483,28 +514,50 @@ Analysis analyze(const Workload& w) {
   rp.run(tl);
   a.measured_span_ns = g.measured_span_ns();
   a.replayed_span_ns = tl.makespan_ns();
-  a.replay_error_pct = a.measured_span_ns > 0
-                           ? 100.0 * static_cast<double>(a.replayed_span_ns - a.measured_span_ns) /
-                                 static_cast<double>(a.measured_span_ns)
-                           : 0.0;
+  a.replay_error_pct = replay_error_pct(a.measured_span_ns, a.replayed_span_ns);
   rp.slack({}, tl, a.slack_ns);
   a.critical_path = rp.critical_path({}, tl);
+  a.gpus = gpu_usage(g, 0, tl.makespan_ns(), [&](NodeId n) { return tl.start(n); }, [&](NodeId n) { return tl.end(n); });
+  return a;
+}
 
-  // Busy time per GPU: union of op intervals, ops sorted by start.
-  std::map<std::pair<uint32_t, int32_t>, std::vector<std::pair<int64_t, int64_t>>> per_gpu;
+Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm) {
+  constexpr int kTagGpus = 12;
+  const graph::Graph& g = part.graph;
+  const replay::Shard shard = replay::make_shard(part);
+  Analysis a;
+  replay::ShardTimeline tl;
+  EMO_RETURN_IF_ERROR(replay::run_distributed(shard, {}, comm, tl));
+  std::vector<int64_t> measured(shard.num_points());
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n])) continue;
-    const auto& lane = g.lanes[g.lane[n]];
-    per_gpu[{lane.rank, lane.device}].emplace_back(tl.start(n), tl.end(n));
+    measured[graph::start_point(n)] = g.meas_start_ns[n];
+    measured[graph::end_point(n)] = g.meas_end_ns[n];
   }
-  for (auto& [key, iv] : per_gpu) {
-    GpuUsage u;
-    u.rank = key.first;
-    u.device = key.second;
-    u.ops = static_cast<int64_t>(iv.size());
-    for (const auto& [b, e] : merged_intervals(std::move(iv))) u.busy_ns += e - b;
-    u.idle_ns = std::max<int64_t>(0, tl.makespan_ns() - u.busy_ns);
-    a.gpus.push_back(u);
+  auto span = replay::span_distributed(shard, measured, comm);
+  if (!span) return span.error();
+  a.measured_span_ns = (*span)[1] - (*span)[0];
+  a.replayed_span_ns = tl.makespan_ns();
+  a.replay_error_pct = replay_error_pct(a.measured_span_ns, a.replayed_span_ns);
+  EMO_RETURN_IF_ERROR(replay::slack_distributed(shard, {}, tl, comm, a.slack_ns));
+  auto path = replay::critical_path_distributed(shard, {}, tl, comm);
+  if (!path) return path.error();
+  a.critical_path = std::move(*path);
+  // Each process's GPUs, then every process's in process order: the ranks' order.
+  std::vector<int64_t> mine;
+  for (const GpuUsage& u : gpu_usage(g, part.first_rank, tl.makespan_ns(),
+                                     [&](NodeId n) { return tl.t_ns[graph::start_point(n)]; },
+                                     [&](NodeId n) { return tl.t_ns[graph::end_point(n)]; })) {
+    mine.insert(mine.end(), {int64_t(u.rank), u.device, u.ops, u.busy_ns, u.idle_ns});
+  }
+  auto all = dist::all_gather(comm, kTagGpus, dist::to_bytes(mine));
+  if (!all) return make_error("", "the GPUs' busy time: " + all.error().message());
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto v = dist::from_bytes((*all)[q], int(q));
+    if (!v) return v.error();
+    if (v->size() % 5 != 0) return make_error("", fmt::format("process {} sent its GPUs' busy time cut short", q));
+    for (size_t i = 0; i < v->size(); i += 5) {
+      a.gpus.push_back({uint32_t((*v)[i]), int32_t((*v)[i + 1]), (*v)[i + 2], (*v)[i + 3], (*v)[i + 4]});
+    }
   }
   return a;
 }

@@ -2,6 +2,8 @@
 // exchanges the times that cross between processes in batches, sent before it waits.
 #include "emo/replay/distributed.h"
 
+#include "path.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -26,6 +28,8 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int kTagForward = 20;
 constexpr int kTagBackward = 21;
 constexpr int kTagGather = 22;
+constexpr int kTagPath = 23;        // the critical path's walk handed to the process of the point it reached
+constexpr int kTagPathPieces = 24;  // every process's pieces of the path, gathered
 // A batch goes out at the latest this many points after its first value (else when the process waits).
 constexpr uint32_t kFlushEvery = 4096;
 
@@ -339,6 +343,7 @@ ShardSide make_side(const graph::Graph& g, const std::vector<int32_t>& owner, co
         side.reads_import[p] = 1;
       }
       side.dep_lat.push_back(g.edges[e].lat_ns);
+      side.dep_kind.push_back(g.edges[e].kind);
     });
     side.dep_off[p + 1] = uint32_t(side.dep.size());
     procs.clear();
@@ -372,8 +377,10 @@ Shard make_shard(const graph::Graph& g, const std::vector<int32_t>& owner, int p
     s.counts.push_back(g.counts_for_span(n) ? 1 : 0);
     s.cls.push_back(g.kind[n] == NodeKind::kCollective ? 2 : graph::is_gpu(g.kind[n]) ? 1 : 0);
     s.lane.push_back(g.lane[n]);
+    s.kind.push_back(g.kind[n]);
     s.queued.push_back(0);
   }
+  std::copy(std::begin(g.inherent_lat_ns), std::end(g.inherent_lat_ns), std::begin(s.inherent_lat_ns));
   for (NodeId n : g.queued_ops) {
     if (n < g.num_nodes() && owner[n] == process) s.queued[local_of[n]] = 1;
   }
@@ -408,7 +415,12 @@ ShardSide part_side(const graph::GraphPart& part, bool forward) {
   for (const graph::RemoteEdge& r : part.remote) ++(r.into_local == forward ? r_off : w_off)[r.local + 1];
   std::partial_sum(r_off.begin(), r_off.end(), r_off.begin());
   std::partial_sum(w_off.begin(), w_off.end(), w_off.begin());
-  std::vector<std::pair<uint32_t, int64_t>> reads(r_off[np]);
+  struct Read {
+    uint32_t dep;
+    int64_t lat;
+    graph::EdgeKind kind;
+  };
+  std::vector<Read> reads(r_off[np]);
   std::vector<int32_t> readers(w_off[np]);
   {
     std::vector<uint32_t> rf(r_off.begin(), r_off.end() - 1), wf(w_off.begin(), w_off.end() - 1);
@@ -417,7 +429,7 @@ ShardSide part_side(const graph::GraphPart& part, bool forward) {
         const auto j = uint32_t(std::lower_bound(side.imports.begin(), side.imports.end(), r.other) -
                                 side.imports.begin());
         side.import_from[j] = r.process;
-        reads[rf[r.local]++] = {uint32_t(np) + j, r.lat_ns};
+        reads[rf[r.local]++] = {uint32_t(np) + j, r.lat_ns, r.kind};
       } else {
         readers[wf[r.local]++] = r.process;
       }
@@ -433,10 +445,12 @@ ShardSide part_side(const graph::GraphPart& part, bool forward) {
       const graph::Edge& e = g.edges[ids[k]];
       side.dep.push_back(forward ? e.src : e.dst);
       side.dep_lat.push_back(e.lat_ns);
+      side.dep_kind.push_back(e.kind);
     }
     for (uint32_t k = r_off[p]; k < r_off[p + 1]; ++k) {
-      side.dep.push_back(reads[k].first);
-      side.dep_lat.push_back(reads[k].second);
+      side.dep.push_back(reads[k].dep);
+      side.dep_lat.push_back(reads[k].lat);
+      side.dep_kind.push_back(reads[k].kind);
       side.reads_import[p] = 1;
     }
     side.dep_off[p + 1] = uint32_t(side.dep.size());
@@ -465,7 +479,9 @@ Shard make_shard(const graph::GraphPart& part) {
     s.counts.push_back(g.counts_for_span(n) ? 1 : 0);
     s.cls.push_back(g.kind[n] == NodeKind::kCollective ? 2 : graph::is_gpu(g.kind[n]) ? 1 : 0);
     s.lane.push_back(g.lane[n] == graph::kNoId ? graph::kNoId : uint32_t(part.lane_base + g.lane[n]));
+    s.kind.push_back(g.kind[n]);
   }
+  std::copy(std::begin(g.inherent_lat_ns), std::end(g.inherent_lat_ns), std::begin(s.inherent_lat_ns));
   s.queued.assign(g.num_nodes(), 0);
   for (NodeId n : g.queued_ops) {
     if (n < g.num_nodes()) s.queued[n] = 1;
@@ -506,18 +522,28 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
     EMO_RETURN_IF_ERROR(sweep.run_dataflow(true, out.order, value));
     out.order_of = s.id;
   }
+  out.import_t_ns.assign(val.begin() + std::ptrdiff_t(s.num_points()), val.end());
   val.resize(s.num_points());
   out.t_ns = std::move(val);
   out.messages_sent = sweep.sent;
   out.waits = sweep.waits;
-  auto span = all_combine(comm, span_part(s, out.t_ns),
-                          [&](const std::vector<std::vector<int64_t>>& parts) { return combine_span(s, parts); });
+  auto span = span_distributed(s, out.t_ns, comm);
   if (!span) return span.error();
-  if (span->size() != 3) return make_error("", "the replay's span arrived cut short");
   out.begin_ns = (*span)[0];
   out.end_ns = (*span)[1];
   out.last_point = PointId((*span)[2]);
   return {};
+}
+
+Result<std::array<int64_t, 3>> span_distributed(const Shard& s, const std::vector<int64_t>& t_ns, dist::Comm& comm) {
+  if (t_ns.size() != s.num_points()) {
+    return make_error("", fmt::format("{} times for a shard of {} points", t_ns.size(), s.num_points()));
+  }
+  auto span = all_combine(comm, span_part(s, t_ns),
+                          [&](const std::vector<std::vector<int64_t>>& parts) { return combine_span(s, parts); });
+  if (!span) return span.error();
+  if (span->size() != 3) return make_error("", "the replay's span arrived cut short");
+  return std::array<int64_t, 3>{(*span)[0], (*span)[1], (*span)[2]};
 }
 
 Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, const ShardTimeline& tl,
@@ -588,6 +614,177 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
   slack_ns.resize(s.num_nodes());
   for (uint32_t i = 0; i < s.num_nodes(); ++i) slack_ns[i] = std::max<int64_t>(0, late[2 * i + 1] - tl.t_ns[2 * i + 1]);
   return {};
+}
+
+namespace {
+// A process's pieces of the critical path: each node and segment it found with its place in the walk.
+struct PathPieces {
+  detail::PathWalk walk;
+  std::vector<int64_t> node_seq, segment_seq;
+  bool began_here = false;  // the walk ended (the path began) at one of this process's points
+
+  // Nodes and segments [from] of the walk so far found in a run that took over at places `node0`, `seg0`.
+  void number(size_t nodes_from, size_t segs_from, int64_t node0, int64_t seg0) {
+    for (size_t i = nodes_from; i < walk.cp.nodes.size(); ++i) node_seq.push_back(node0 + int64_t(i - nodes_from));
+    for (size_t i = segs_from; i < walk.cp.segments.size(); ++i) segment_seq.push_back(seg0 + int64_t(i - segs_from));
+  }
+  std::string bytes() const {
+    std::vector<int64_t> v(std::begin(walk.breakdown), std::end(walk.breakdown));
+    v.push_back(int64_t(walk.cp.nodes.size()));
+    for (size_t i = 0; i < walk.cp.nodes.size(); ++i) {
+      v.push_back(node_seq[i]);
+      v.push_back(int64_t(walk.cp.nodes[i]));
+    }
+    for (size_t i = 0; i < walk.cp.segments.size(); ++i) {
+      const CriticalPath::Segment& g = walk.cp.segments[i];
+      v.insert(v.end(), {segment_seq[i], int64_t(g.node), int64_t(g.from), g.is_edge ? 1 : 0, int64_t(g.edge),
+                         g.start_ns, g.ns});
+    }
+    return dist::to_bytes(v);
+  }
+};
+constexpr size_t kSegmentFields = 7;
+}  // namespace
+
+Result<CriticalPath> critical_path_distributed(const Shard& s, const std::vector<int64_t>& dur_ns,
+                                               const ShardTimeline& tl, dist::Comm& comm) {
+  const ShardSide& f = s.forward;
+  const size_t np = s.num_points();
+  if (comm.size() != s.processes || comm.rank() != s.process || tl.t_ns.size() != np ||
+      tl.import_t_ns.size() != f.imports.size()) {
+    return make_error("", "the critical path of a replay shard asked with another shard's timeline or processes");
+  }
+  if (!dur_ns.empty() && dur_ns.size() != s.num_nodes()) {
+    return make_error("", fmt::format("{} durations for a shard of {} nodes", dur_ns.size(), s.num_nodes()));
+  }
+  const auto time_of = [&](uint32_t d) { return d < np ? tl.t_ns[d] : tl.import_t_ns[d - np]; };
+  const auto global_of = [&](uint32_t d) { return d < np ? s.global_point(d) : f.imports[d - np]; };
+  // This process's point of global point q, or -1.
+  const auto local_of = [&](PointId q) -> int64_t {
+    const auto it = std::lower_bound(s.nodes.begin(), s.nodes.end(), graph::node_of(q));
+    if (it == s.nodes.end() || *it != graph::node_of(q)) return -1;
+    return 2 * int64_t(it - s.nodes.begin()) + int64_t(q & 1u);
+  };
+  PathPieces mine;
+  std::string failure;
+  // Walks back from local point p as Replayer::critical_path() does until the path begins here or crosses
+  // to another process's point (handed over: its global id, the walk's last node and places so far).
+  const auto walk_from = [&](uint32_t p, NodeId last_node, int64_t node0, int64_t seg0) -> Status {
+    detail::PathWalk& w = mine.walk;
+    w.last_node = last_node;
+    const size_t nodes_from = w.cp.nodes.size(), segs_from = w.cp.segments.size();
+    std::vector<int64_t> handover;
+    while (true) {
+      const uint32_t i = p / 2;
+      const NodeId n = s.nodes[i];
+      const int64_t t = tl.t_ns[p];
+      if ((p & 1u) && tl.t_ns[p - 1] + dur_of(s, dur_ns, i) == t) {
+        w.node(n, s.kind[i], tl.t_ns[p - 1], t - tl.t_ns[p - 1]);
+        --p;
+        continue;
+      }
+      int64_t best = -1;
+      for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) {
+        if (time_of(f.dep[k]) + f.dep_lat[k] != t) continue;
+        if (best < 0 || detail::binds_before(global_of(f.dep[k]), f.dep_kind[k], global_of(f.dep[size_t(best)]),
+                                             f.dep_kind[size_t(best)])) {
+          best = k;
+        }
+      }
+      if (best < 0) {  // an anchored start: the path begins here
+        w.anchor(t - tl.begin_ns);
+        mine.began_here = true;
+        break;
+      }
+      const uint32_t d = f.dep[size_t(best)];
+      const graph::EdgeKind kind = f.dep_kind[size_t(best)];
+      w.edge(global_of(p), n, graph::node_of(global_of(d)), kind, time_of(d), t - time_of(d),
+             s.inherent_lat_ns[static_cast<int>(kind)]);
+      if (d < np) {
+        p = d;
+        continue;
+      }
+      handover = {int64_t(f.imports[d - np]), int64_t(w.last_node),
+                  node0 + int64_t(w.cp.nodes.size() - nodes_from), seg0 + int64_t(w.cp.segments.size() - segs_from)};
+      mine.number(nodes_from, segs_from, node0, seg0);
+      return comm.send(f.import_from[d - np], kTagPath, dist::to_bytes(handover));
+    }
+    mine.number(nodes_from, segs_from, node0, seg0);
+    return {};
+  };
+  // The walk is over (the path began here, or the walk failed here): every other process stops waiting.
+  const auto end_walk = [&]() -> Status {
+    for (int q = 0; q < comm.size(); ++q) {
+      if (q != comm.rank()) EMO_RETURN_IF_ERROR(comm.send(q, kTagPath, dist::to_bytes({-1})));
+    }
+    return {};
+  };
+  Status st;
+  if (s.graph_points > 0) {
+    const int64_t first = s.graph_points == 0 ? -1 : local_of(tl.last_point);
+    if (first >= 0) st = walk_from(uint32_t(first), graph::kNoId, 0, 0);
+    // Until the path is whole (or its walk fails here), the walk comes back whenever it reaches this
+    // process's points.
+    while (st.ok() && !mine.began_here) {
+      auto m = comm.recv_any(kTagPath, dist::timeout_s());
+      if (!m) {
+        st = make_error("", "the critical path's walk: " + m.error().message());
+        break;
+      }
+      auto v = dist::from_bytes(m->second, m->first);
+      if (!v) {
+        st = v.error();
+        break;
+      }
+      if (v->size() == 1 && (*v)[0] == -1) break;
+      const int64_t at = v->size() == 4 ? local_of(PointId((*v)[0])) : -1;
+      if (at < 0) {
+        st = make_error("", fmt::format("process {} handed the critical path's walk to a point process {} does "
+                                        "not hold", m->first, comm.rank()));
+        break;
+      }
+      st = walk_from(uint32_t(at), NodeId((*v)[1]), (*v)[2], (*v)[3]);
+    }
+    if (mine.began_here || !st.ok()) {
+      if (Status ended = end_walk(); st.ok()) st = ended;
+    }
+  }
+  if (!st.ok()) failure = st.error().message();
+  auto all = dist::all_gather(comm, kTagPathPieces, dist::frame({failure, mine.bytes()}));
+  if (!all) return make_error("", "the critical path's pieces: " + all.error().message());
+  // Every process's pieces, in the walk's places; the walk went backward, the path goes forward.
+  std::vector<std::pair<int64_t, NodeId>> nodes;
+  std::vector<std::pair<int64_t, CriticalPath::Segment>> segments;
+  int64_t breakdown[detail::kCategoryCount] = {0, 0, 0, 0, 0, 0, 0};
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto fields = dist::unframe((*all)[q]);
+    if (!fields || fields->size() != 2) return make_error("", fmt::format("process {} sent a cut piece of the critical path", q));
+    if (!(*fields)[0].empty()) return make_error("", fmt::format("process {}: {}", q, (*fields)[0]));
+    auto v = dist::from_bytes((*fields)[1], int(q));
+    if (!v) return v.error();
+    const std::vector<int64_t>& x = *v;
+    size_t k = detail::kCategoryCount;
+    if (x.size() < k + 1) return make_error("", fmt::format("process {} sent a cut piece of the critical path", q));
+    for (int c = 0; c < detail::kCategoryCount; ++c) breakdown[c] += x[size_t(c)];
+    const auto n_nodes = size_t(x[k++]);
+    if (n_nodes > (x.size() - k) / 2 || (x.size() - k - 2 * n_nodes) % kSegmentFields != 0) {
+      return make_error("", fmt::format("process {} sent a cut piece of the critical path", q));
+    }
+    for (size_t i = 0; i < n_nodes; ++i, k += 2) nodes.emplace_back(x[k], NodeId(x[k + 1]));
+    for (; k < x.size(); k += kSegmentFields) {
+      segments.push_back({x[k], {NodeId(x[k + 1]), NodeId(x[k + 2]), x[k + 3] != 0, graph::EdgeKind(x[k + 4]),
+                                 x[k + 5], x[k + 6]}});
+    }
+  }
+  const auto later_first = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::sort(nodes.begin(), nodes.end(), later_first);
+  std::sort(segments.begin(), segments.end(), later_first);
+  CriticalPath cp;
+  for (const auto& [seq, n] : nodes) cp.nodes.push_back(n);
+  for (const auto& [seq, g] : segments) cp.segments.push_back(g);
+  cp.breakdown = detail::breakdown_parts(breakdown);
+  cp.length_ns = tl.makespan_ns();
+  return cp;
 }
 
 }  // namespace emo::replay

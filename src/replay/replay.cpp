@@ -4,6 +4,8 @@
 // allocate nothing.
 #include "emo/replay/replay.h"
 
+#include "path.h"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -175,91 +177,40 @@ void Replayer::slack(const std::vector<int64_t>& dur_ns, const Timeline& tl,
   }
 }
 
-namespace {
-
-// The critical path's breakdown, in this order; a node or a dependency adds to one of them.
-enum Category : uint8_t { kGpuCompute, kCommunication, kGpuMemory, kCpu, kLaunchOverhead, kSyncWait, kIdle };
-constexpr const char* kCategories[] = {"gpu_compute", "communication", "gpu_memory", "cpu",
-                                       "launch_overhead", "sync_wait", "idle"};
-
-Category node_category(NodeKind k) {
-  switch (k) {
-    case NodeKind::kKernel: return kGpuCompute;
-    case NodeKind::kCommKernel:
-    case NodeKind::kCollective: return kCommunication;
-    case NodeKind::kMemcpy:
-    case NodeKind::kMemset: return kGpuMemory;
-    case NodeKind::kCpuOp:
-    case NodeKind::kCpuGap:
-    case NodeKind::kRuntime:
-    case NodeKind::kSyncCall: return kCpu;
-    case NodeKind::kCpuWait: return kSyncWait;  // blocked, not working
-  }
-  return kCpu;
-}
-
-Category edge_category(EdgeKind k) {
-  switch (k) {
-    case EdgeKind::kLaunch: return kLaunchOverhead;
-    case EdgeKind::kSync: return kSyncWait;
-    case EdgeKind::kCollective: return kCommunication;
-    case EdgeKind::kThread:
-    case EdgeKind::kCrossThread: return kCpu;
-    case EdgeKind::kStream:
-    case EdgeKind::kCrossStream: return kIdle;
-  }
-  return kIdle;
-}
-
-}  // namespace
-
 CriticalPath Replayer::critical_path(const std::vector<int64_t>& dur_ns, const Timeline& tl) const {
-  CriticalPath cp;
-  for (const char* c : kCategories) cp.breakdown.push_back({c, 0});
-  auto add = [&](Category cat, int64_t ns) { cp.breakdown[cat].ns += ns; };
-  if (g_.num_nodes() == 0) return cp;
+  detail::PathWalk walk;
+  if (g_.num_nodes() == 0) {
+    walk.cp.breakdown = detail::breakdown_parts(walk.breakdown);
+    return std::move(walk.cp);
+  }
   const int64_t* t = tl.t_ns.data();
   PointId p = tl.last_point;
-  NodeId last_node = graph::kNoId;
   // Walk back along binding dependencies. At an end point the node's own
   // duration is preferred, so the path goes through the work, not around it.
   while (true) {
     const NodeId n = graph::node_of(p);
     if (graph::is_end(p) && t[p - 1] + dur(dur_ns, n) == t[p]) {
-      if (n != last_node) cp.nodes.push_back(n);
-      last_node = n;
-      add(node_category(g_.kind[n]), t[p] - t[p - 1]);
-      cp.segments.push_back({n, graph::kNoId, false, EdgeKind::kThread, t[p - 1], t[p] - t[p - 1]});
+      walk.node(n, g_.kind[n], t[p - 1], t[p] - t[p - 1]);
       p = p - 1;
       continue;
     }
     const Edge* binding = nullptr;
     for (uint32_t k = g_.in_offsets[p]; k < g_.in_offsets[p + 1]; ++k) {
       const Edge& e = g_.edges[g_.in_edges[k]];
-      if (t[e.src] + e.lat_ns == t[p]) {
+      if (t[e.src] + e.lat_ns == t[p] && (!binding || detail::binds_before(e.src, e.kind, binding->src, binding->kind))) {
         binding = &e;
-        break;
       }
     }
     if (!binding) break;  // an anchored start: the path begins here
-    if (graph::is_end(p) && n != last_node) {
-      cp.nodes.push_back(n);
-      last_node = n;
-    }
-    // Only the latency this kind of dependency inherently has is overhead; the
-    // rest of a binding gap is time nothing in the trace explains (idle).
-    int64_t gap = t[p] - t[binding->src];
-    int64_t inherent = std::min(gap, g_.inherent_lat_ns[static_cast<int>(binding->kind)]);
-    // Between CPU points (thread order, one thread waking another) the whole gap is host time.
-    const bool host = binding->kind == EdgeKind::kThread || binding->kind == EdgeKind::kCrossThread;
-    add(edge_category(binding->kind), host ? gap : inherent);
-    if (!host) add(kIdle, gap - inherent);
-    if (gap > 0) cp.segments.push_back({n, graph::node_of(binding->src), true, binding->kind, t[binding->src], gap});
+    walk.edge(p, n, graph::node_of(binding->src), binding->kind, t[binding->src], t[p] - t[binding->src],
+              g_.inherent_lat_ns[static_cast<int>(binding->kind)]);
     p = binding->src;
   }
-  add(kIdle, t[p] - tl.begin_ns);  // before the path's first anchor
+  walk.anchor(t[p] - tl.begin_ns);  // before the path's first anchor
+  CriticalPath cp = std::move(walk.cp);
   std::reverse(cp.nodes.begin(), cp.nodes.end());
   std::reverse(cp.segments.begin(), cp.segments.end());
+  cp.breakdown = detail::breakdown_parts(walk.breakdown);
   cp.length_ns = tl.makespan_ns();
   return cp;
 }

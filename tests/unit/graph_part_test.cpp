@@ -176,6 +176,7 @@ void expect_replay_of_parts(const graph::Graph& g, const Built& b, const std::st
   for (const GraphPart& part : b.parts) shards.push_back(replay::make_shard(part));
   std::vector<replay::ShardTimeline> tls(static_cast<size_t>(P));
   std::vector<std::vector<int64_t>> slacks(static_cast<size_t>(P));
+  std::vector<replay::CriticalPath> paths(static_cast<size_t>(P));
   std::vector<Status> st(static_cast<size_t>(P));
   std::vector<std::thread> threads;
   for (int p = 0; p < P; ++p) {
@@ -192,6 +193,11 @@ void expect_replay_of_parts(const graph::Graph& g, const Built& b, const std::st
         st[size_t(p)] = replay::slack_distributed(shards[size_t(p)], {}, tls[size_t(p)], *comms[size_t(p)], again);
         if (st[size_t(p)].ok() && again != slacks[size_t(p)]) st[size_t(p)] = make_error("", "the slacks differ");
       }
+      if (st[size_t(p)].ok()) {
+        auto path = replay::critical_path_distributed(shards[size_t(p)], {}, tls[size_t(p)], *comms[size_t(p)]);
+        if (path) paths[size_t(p)] = std::move(*path);
+        else st[size_t(p)] = path.error();
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -204,9 +210,40 @@ void expect_replay_of_parts(const graph::Graph& g, const Built& b, const std::st
     EXPECT_EQ(tls[size_t(p)].begin_ns, tl.begin_ns) << what << ", P = " << P;
     EXPECT_EQ(tls[size_t(p)].end_ns, tl.end_ns) << what << ", P = " << P;
     EXPECT_EQ(tls[size_t(p)].last_point, tl.last_point) << what << ", P = " << P;
+    EXPECT_TRUE(paths[size_t(p)] == r.critical_path({}, tl))
+        << what << ", P = " << P << ", process " << p << ": the critical path differs from one process's";
   }
   EXPECT_EQ(t_ns, tl.t_ns) << what << ", P = " << P;
   EXPECT_EQ(s_ns, slack) << what << ", P = " << P;
+}
+
+// analysis::analyze_part over the parts against analyze() of the whole step: spans, replay error, critical
+// path and GPUs on every process, each part's slack its slice of the whole's.
+void expect_analysis_of_parts(const analysis::Workload& w, const Built& b, const std::string& what) {
+  const int P = int(b.parts.size());
+  const analysis::Analysis whole = analysis::analyze(w);
+  auto comms = dist::local_world(P);
+  std::vector<Result<analysis::Analysis>> got(size_t(P), make_error("", "not run"));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < P; ++p) {
+    threads.emplace_back([&, p] { got[size_t(p)] = analysis::analyze_part(b.parts[size_t(p)], *comms[size_t(p)]); });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < P; ++p) {
+    ASSERT_TRUE(got[size_t(p)].ok()) << what << ", P = " << P << ": " << got[size_t(p)].error().message();
+    const analysis::Analysis& a = *got[size_t(p)];
+    EXPECT_EQ(a.measured_span_ns, whole.measured_span_ns) << what << ", P = " << P;
+    EXPECT_EQ(a.replayed_span_ns, whole.replayed_span_ns) << what << ", P = " << P;
+    EXPECT_EQ(a.replay_error_pct, whole.replay_error_pct) << what << ", P = " << P;
+    EXPECT_TRUE(a.critical_path == whole.critical_path) << what << ", P = " << P << ": the critical path differs";
+    EXPECT_TRUE(a.gpus == whole.gpus) << what << ", P = " << P << ": " << a.gpus.size() << " GPUs, the whole step's "
+                                      << whole.gpus.size();
+    const GraphPart& part = b.parts[size_t(p)];
+    ASSERT_EQ(a.slack_ns.size(), part.global.size()) << what;
+    for (size_t i = 0; i < part.global.size(); ++i) {
+      ASSERT_EQ(a.slack_ns[i], whole.slack_ns[part.global[i]]) << what << ", P = " << P << ", node " << part.global[i];
+    }
+  }
 }
 
 void expect_parts_of(analysis::Workload& w, const std::string& what, std::initializer_list<int> sizes) {
@@ -215,6 +252,7 @@ void expect_parts_of(analysis::Workload& w, const std::string& what, std::initia
     expect_slices_of(w.graph, b, what);
     if (::testing::Test::HasFailure()) return;
     expect_replay_of_parts(w.graph, b, what);
+    expect_analysis_of_parts(w, b, what);
   }
 }
 

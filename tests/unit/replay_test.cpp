@@ -2,7 +2,11 @@
 // in each test's comment. Times in the comments are µs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "emo/analysis/analysis.h"
+#include "emo/replay/replay.h"
+#include "synth_workload.h"
 #include "test_util.h"
 #include "trace_json.h"
 
@@ -284,6 +288,57 @@ TEST(WhatIf, SelectorsThatMatchNothingOrAreMalformedAreErrors) {
   ASSERT_TRUE(analysis::parse_scale("K1=1e6").ok());
   EXPECT_DOUBLE_EQ(predict(w, {"stream:7=1e6"}), 10 + 300 * 1e6 + 2);
   EXPECT_DOUBLE_EQ(predict(w, {"stream:7=2"}), 10 + 600 + 2);
+}
+
+}  // namespace
+}  // namespace emo
+
+namespace emo {
+namespace {
+
+// Every point's in-edges in the reverse order.
+void reverse_in_edges(graph::Graph& g) {
+  for (size_t p = 0; p + 1 < g.in_offsets.size(); ++p) {
+    std::reverse(g.in_edges.begin() + g.in_offsets[p], g.in_edges.begin() + g.in_offsets[p + 1]);
+  }
+}
+
+// Points of the path bound by two dependencies or more at once (ties), where the walk had to choose.
+size_t tied_points(const graph::Graph& g, const replay::Timeline& tl, const replay::CriticalPath& cp) {
+  size_t tied = 0;
+  for (const auto& s : cp.segments) {
+    if (!s.is_edge) continue;
+    const graph::PointId p = s.start_ns + s.ns == tl.end(s.node) ? graph::end_point(s.node) : graph::start_point(s.node);
+    size_t binding = 0;
+    for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1]; ++k) {
+      const graph::Edge& e = g.edges[g.in_edges[k]];
+      binding += tl.t_ns[e.src] + e.lat_ns == tl.t_ns[p];
+    }
+    tied += binding > 1;
+  }
+  return tied;
+}
+
+// The critical path does not depend on the order the builder made the edges in (a graph built by several
+// processes, each of its own ranks, makes them in another): of several dependencies that bind a point at
+// once, the walk takes one by kind and source point.
+TEST(CriticalPath, TheWalkDoesNotDependOnTheOrderOfTheEdges) {
+  size_t tied = 0;
+  for (synth::Workload wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const graph::Graph g = std::move(test::synth_workload(wl, 4, 2, 1).graph);
+    graph::Graph reversed = std::move(test::synth_workload(wl, 4, 2, 1).graph);
+    reverse_in_edges(reversed);
+    replay::Replayer r(g), rr(reversed);
+    replay::Timeline tl, tl_reversed;
+    r.run(tl);
+    rr.run(tl_reversed);
+    ASSERT_EQ(tl.t_ns, tl_reversed.t_ns);
+    const replay::CriticalPath cp = r.critical_path({}, tl);
+    EXPECT_GT(cp.nodes.size(), 10u);
+    EXPECT_TRUE(cp == rr.critical_path({}, tl_reversed)) << "family " << int(wl);
+    tied += tied_points(g, tl, cp);
+  }
+  EXPECT_GT(tied, 0u) << "no point of these paths had a choice: the test would not see the order matter";
 }
 
 }  // namespace

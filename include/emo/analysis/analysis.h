@@ -15,6 +15,7 @@
 #include "emo/base/result.h"
 #include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
+#include "emo/graph/part.h"
 #include "emo/replay/replay.h"
 #include "emo/trace/trace.h"
 
@@ -87,6 +88,7 @@ struct GpuUsage {
   int64_t ops = 0;
   int64_t busy_ns = 0;  // union of GPU op intervals
   int64_t idle_ns = 0;  // step span minus busy
+  bool operator==(const GpuUsage&) const = default;
 };
 
 struct Analysis {
@@ -98,6 +100,11 @@ struct Analysis {
   std::vector<GpuUsage> gpus;
 };
 Analysis analyze(const Workload& w);
+// analyze() over the processes of a run, each with the part of the step's graph it built of its own ranks
+// (graph::build_part; every process of the run calls it): the step's spans, critical path (global node ids)
+// and GPUs (global rank indexes) on every process, slack_ns for the part's nodes (its local ids). The
+// replay is shared (emo/replay/distributed.h): no process holds the whole graph.
+Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm);
 
 // GPU ops (kernels, collective kernels, memcpys, memsets) on the extracted
 // critical path, each counted once. Not the same as the ops with no slack:

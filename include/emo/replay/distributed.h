@@ -14,6 +14,7 @@
 // process built of its own ranks (make_shard(part)).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "emo/dist/dist.h"
 #include "emo/graph/graph.h"
 #include "emo/graph/part.h"
+#include "emo/replay/replay.h"
 
 namespace emo::replay {
 
@@ -31,6 +33,7 @@ struct ShardSide {
   std::vector<uint32_t> dep_off;   // per local point, into dep / dep_lat (size points + 1)
   std::vector<uint32_t> dep;       // local point, or 2·nodes + j for import j
   std::vector<int64_t> dep_lat;    // the edge's latency
+  std::vector<graph::EdgeKind> dep_kind;  // and its kind
   std::vector<uint8_t> reads_import;  // per local point: 1 where a dependency is another process's point
   std::vector<graph::PointId> imports;  // global ids, ascending
   std::vector<int32_t> import_from;     // the process that owns each
@@ -53,7 +56,9 @@ struct Shard {
   std::vector<int64_t> dur_ns, meas_start_ns;
   std::vector<uint8_t> counts, cls, queued;
   std::vector<uint32_t> lane;
+  std::vector<graph::NodeKind> kind;
   size_t lanes = 0;                     // lanes of the whole graph
+  int64_t inherent_lat_ns[graph::kEdgeKinds] = {0, 0, 0, 0, 0, 0, 0};  // the whole graph's (Graph's)
   bool queued_loop = false, gpu_tail_loop = false;
 
   size_t num_nodes() const { return nodes.size(); }
@@ -72,6 +77,7 @@ Shard make_shard(const graph::GraphPart& part);
 
 struct ShardTimeline {
   std::vector<int64_t> t_ns;            // per local point
+  std::vector<int64_t> import_t_ns;     // per forward import (Shard::forward.imports): the times it read
   int64_t begin_ns = 0, end_ns = 0;     // the step's, the same on every process
   graph::PointId last_point = 0;        // global
   int64_t makespan_ns() const { return end_ns - begin_ns; }
@@ -91,5 +97,14 @@ Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist:
 // slack of each local node.
 Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, const ShardTimeline& tl,
                          dist::Comm& comm, std::vector<int64_t>& slack_ns);
+// The step's span of times `t_ns` (one per local point: a replay's or the measured ones) as Replayer::run()
+// finds it (a loop's period: graph::loop_window), over every process's points: [begin, end, last point].
+Result<std::array<int64_t, 3>> span_distributed(const Shard& s, const std::vector<int64_t>& t_ns, dist::Comm& comm);
+// Replayer::critical_path() over the processes, from run_distributed()'s timeline with the same durations:
+// the whole path (global node ids), the same on every process. The walk back from the step's end goes from
+// process to process, one message each time it crosses to another's point (then every process's piece is
+// gathered): the path's length in messages, nothing of the graph.
+Result<CriticalPath> critical_path_distributed(const Shard& s, const std::vector<int64_t>& dur_ns,
+                                               const ShardTimeline& tl, dist::Comm& comm);
 
 }  // namespace emo::replay

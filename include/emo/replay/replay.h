@@ -30,7 +30,11 @@ struct CriticalPath {
   int64_t length_ns = 0;
   // Time on the path by category: gpu_compute, communication, gpu_memory, cpu,
   // launch_overhead, sync_wait, idle.
-  struct Part { std::string category; int64_t ns = 0; };
+  struct Part {
+    std::string category;
+    int64_t ns = 0;
+    bool operator==(const Part&) const = default;
+  };
   std::vector<Part> breakdown;
   // The path piece by piece, in time order: a node's own duration, or the
   // latency of a dependency edge between two nodes.
@@ -41,8 +45,10 @@ struct CriticalPath {
     graph::EdgeKind edge = graph::EdgeKind::kThread;
     int64_t start_ns = 0;
     int64_t ns = 0;
+    bool operator==(const Segment&) const = default;
   };
   std::vector<Segment> segments;
+  bool operator==(const CriticalPath&) const = default;
 };
 
 class Replayer {
