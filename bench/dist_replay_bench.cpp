@@ -4,7 +4,9 @@
 // dist::local_world) each build the part of their ranks (graph::build_part) and replay its shard (forward
 // and slack). Prints, per P, the median time of the build and of one replay-and-slack over the reps, their
 // ratios to one process's, the largest part's share of the nodes, and what the replay's exchange took:
-// batches sent and waits (per process, the most), and the times each process reads from others.
+// batches sent and waits (per process, the most), and the times each process reads from others; then the
+// critical path walked over the processes (replay::critical_path_distributed) against Replayer's, and how
+// often the path's consecutive nodes lie with different processes. Exits 1 where any answer differs.
 //   dist_replay_bench [--ranks N] [--layers L] [--reps R] [--procs 1,2,4]
 #include <algorithm>
 #include <chrono>
@@ -122,6 +124,15 @@ int main(int argc, char** argv) {
   }
   const double base = median(one);
   std::printf("one process: build_graph %.3f ms, Replayer run + slack %.3f ms\n", build_base * 1e3, base * 1e3);
+  emo::replay::CriticalPath path;
+  std::vector<double> one_path;
+  for (int k = 0; k < reps; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    path = r.critical_path({}, tl);
+    one_path.push_back(seconds_since(t0));
+  }
+  const double path_base = median(one_path);
+  std::printf("one process: critical path %.3f ms (%zu nodes)\n", path_base * 1e3, path.nodes.size());
   for (int P : procs) {
     // Each process's ranks, moved to it for the builds and back after.
     std::vector<std::vector<emo::trace::RankTrace>> slices(static_cast<size_t>(P));
@@ -177,6 +188,28 @@ int main(int argc, char** argv) {
                 "%zu times read from others; same answer: %s\n",
                 P, t * 1e3, t / base, static_cast<long long>(sent), static_cast<long long>(waits), imports,
                 same ? "yes" : "NO");
+    if (!same) return 1;
+    // The critical path walked over the processes, from the last replay's timelines.
+    std::vector<double> path_times;
+    std::vector<emo::replay::CriticalPath> paths(static_cast<size_t>(P));
+    for (int k = 0; k < reps; ++k) {
+      path_times.push_back(on_threads(P, "the distributed critical path failed", [&](size_t i, emo::dist::Comm& comm) {
+        auto got = emo::replay::critical_path_distributed(shards[i], {}, tls[i], comm);
+        if (got.ok()) paths[i] = std::move(got).value();
+        return got.ok();
+      }));
+      for (const auto& got : paths) same &= got == path;
+    }
+    // How many times the walk went from one process to another.
+    std::vector<int> holder(g.num_nodes(), 0);
+    for (int p = 0; p < P; ++p) {
+      for (emo::graph::NodeId n : shards[size_t(p)].nodes) holder[n] = p;
+    }
+    int crossings = 0;
+    for (size_t k = 1; k < path.nodes.size(); ++k) crossings += holder[path.nodes[k]] != holder[path.nodes[k - 1]];
+    const double pt = median(path_times);
+    std::printf("P = %d: critical path %.3f ms, %.2fx one process; the walk crossed processes %d times; same path: %s\n",
+                P, pt * 1e3, pt / path_base, crossings, same ? "yes" : "NO");
     if (!same) return 1;
   }
   return 0;
