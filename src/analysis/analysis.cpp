@@ -521,8 +521,10 @@ Analysis analyze(const Workload& w) {
   return a;
 }
 
+// The GPUs' busy time of every process's part, gathered (the reading's tags are 10 and 11).
+constexpr int kTagGpus = 12;
+
 Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm) {
-  constexpr int kTagGpus = 12;
   const graph::Graph& g = part.graph;
   const replay::Shard shard = replay::make_shard(part);
   Analysis a;

@@ -24,7 +24,8 @@ namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-// Message tags of the distributed replay (the reading's are 10 and 11: src/analysis/analysis.cpp).
+// Message tags of the distributed replay (the reading's are 10 and 11, analyze_part's 12: src/analysis/analysis.cpp;
+// the builder's 40-45).
 constexpr int kTagForward = 20;
 constexpr int kTagBackward = 21;
 constexpr int kTagGather = 22;
