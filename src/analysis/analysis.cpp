@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -21,11 +22,14 @@
 #include "emo/dist/dist.h"
 #include "emo/replay/distributed.h"
 #include "emo/trace/runtime_calls.h"
+#include "internal.h"
 
 namespace emo::analysis {
 
 using graph::NodeId;
 using graph::NodeKind;
+using detail::Intervals;
+using detail::merged_intervals;
 
 namespace {
 
@@ -68,44 +72,64 @@ Result<Read> read_one(const std::string& path, const LoadOptions& options) {
   return r;
 }
 
-// The checks across ranks, the order by rank, the step of each (where not selected yet) and the graph.
-Result<Workload> finish(std::vector<Read> reads, const LoadOptions& options) {
-  if (reads.empty()) return make_error("", "no trace given");
+// The checks across ranks (one world size) and their order: the files' indexes by distributedInfo.rank where
+// every file has one (no rank twice), else in file order.
+bool all_ranked(const std::vector<const trace::RankTrace*>& t) {
+  return std::all_of(t.begin(), t.end(), [](const trace::RankTrace* x) { return x->rank >= 0; });
+}
+
+Result<std::vector<size_t>> rank_order(const std::vector<const trace::RankTrace*>& heads) {
+  if (heads.empty()) return make_error("", "no trace given");
   // One run: the files that name a world size (distributedInfo.world_size) all name the same one.
   const trace::RankTrace* sized = nullptr;
-  for (const auto& r : reads) {
-    const trace::RankTrace& t = r.trace;
-    if (t.world_size < 1) continue;
-    if (sized && t.world_size != sized->world_size)
-      return make_error(t.path,
-                        fmt::format("world_size {} is not the world_size {} of {}", t.world_size, sized->world_size,
+  for (const trace::RankTrace* t : heads) {
+    if (t->world_size < 1) continue;
+    if (sized && t->world_size != sized->world_size)
+      return make_error(t->path,
+                        fmt::format("world_size {} is not the world_size {} of {}", t->world_size, sized->world_size,
                                     sized->path),
                         "give one trace file per rank of the same run");
-    if (!sized) sized = &t;
+    if (!sized) sized = t;
   }
-  if (sized && reads.size() > 1) {
-    for (const auto& r : reads) {
-      if (r.trace.world_size < 1)
-        return make_error(r.trace.path,
+  if (sized && heads.size() > 1) {
+    for (const trace::RankTrace* t : heads) {
+      if (t->world_size < 1)
+        return make_error(t->path,
                           fmt::format("has no distributedInfo.world_size, while {} has world_size {}: not one run",
                                       sized->path, sized->world_size),
                           "give one trace file per rank of the same run");
     }
   }
-  // Order by rank: distributedInfo.rank where every file has one, else file order.
-  bool all_ranked = std::all_of(reads.begin(), reads.end(), [](const Read& r) { return r.trace.rank >= 0; });
-  if (all_ranked && reads.size() > 1) {
-    std::stable_sort(reads.begin(), reads.end(), [](const Read& a, const Read& b) { return a.trace.rank < b.trace.rank; });
-    for (size_t i = 1; i < reads.size(); ++i) {
-      if (reads[i].trace.rank == reads[i - 1].trace.rank) {
-        return make_error(reads[i].trace.path,
-                          fmt::format("rank {} is also the rank of {}", reads[i].trace.rank, reads[i - 1].trace.path),
+  std::vector<size_t> order(heads.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (all_ranked(heads) && heads.size() > 1) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return heads[a]->rank < heads[b]->rank; });
+    for (size_t i = 1; i < order.size(); ++i) {
+      const trace::RankTrace &t = *heads[order[i]], &before = *heads[order[i - 1]];
+      if (t.rank == before.rank) {
+        return make_error(t.path, fmt::format("rank {} is also the rank of {}", t.rank, before.path),
                           "give one trace file per rank of the same run (a folder that a profiler wrote several "
                           "cycles into holds several files per rank: give one cycle's files)");
       }
     }
   }
-  if (!all_ranked) {
+  return order;
+}
+
+// The checks across ranks, the order by rank, the step of each (where not selected yet) and the graph.
+Result<Workload> finish(std::vector<Read> reads, const LoadOptions& options) {
+  std::vector<const trace::RankTrace*> heads;
+  for (const Read& r : reads) heads.push_back(&r.trace);
+  auto order = rank_order(heads);
+  if (!order) return order.error();
+  const bool ranked = all_ranked(heads);
+  {
+    std::vector<Read> sorted;
+    sorted.reserve(reads.size());
+    for (size_t i : *order) sorted.push_back(std::move(reads[i]));
+    reads = std::move(sorted);
+  }
+  if (!ranked) {
     for (size_t i = 0; i < reads.size(); ++i) reads[i].trace.rank = static_cast<int>(i);
   }
   Workload w;
@@ -314,9 +338,10 @@ Result<std::pair<size_t, size_t>> receive_plan(size_t files, dist::Comm& comm) {
                     "run the same emo command, with the same trace files, on every process");
 }
 
-// Intervals sorted and joined where they overlap: a GPU's busy time from its ops' [start, end).
-using Intervals = std::vector<std::pair<int64_t, int64_t>>;
-Intervals merged_intervals(Intervals iv) {
+
+}  // namespace
+
+Intervals detail::merged_intervals(Intervals iv) {
   std::sort(iv.begin(), iv.end());
   Intervals out;
   for (const auto& [b, e] : iv) {
@@ -329,7 +354,6 @@ Intervals merged_intervals(Intervals iv) {
   return out;
 }
 
-}  // namespace
 
 Result<std::vector<std::string>> expand_trace_paths(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
@@ -469,6 +493,183 @@ Status drain_shards(const std::vector<std::string>& paths, dist::Comm& comm) {
   return {};
 }
 
+// ---- load_part: every process keeps its own ranks ----
+namespace {
+// Process 0's shards of the files (bounds), the files' headers (every process's, to every process) and the
+// traces moved to the process that builds their rank.
+constexpr int kTagPartPlan = 14, kTagHeads = 15, kTagMove = 16;
+
+// The files' shards as process 0 splits them (send_plan's rule), on every process; or process 0's error
+// where it cannot go on (`before`, then the paths' checks): an empty plan, on which the others stop.
+Result<std::vector<size_t>> part_plan(const std::vector<std::string>& paths, const Status& before, dist::Comm& comm) {
+  const size_t P = size_t(comm.size());
+  if (comm.is_root()) {
+    Status st = before;
+    if (st.ok()) st = check_paths(paths, comm);
+    std::vector<size_t> bounds;
+    if (st.ok()) {
+      std::vector<uint64_t> bytes;
+      for (const std::string& p : paths) {
+        std::error_code ec;
+        const auto n = p == "-" ? 0 : std::filesystem::file_size(p, ec);
+        bytes.push_back((ec ? 0 : n) + 1);  // a file that cannot be read yet counts as one byte: it errs quickly
+      }
+      bounds = dist::shard_by_weight(bytes, comm.size());
+    }
+    const std::vector<int64_t> v(bounds.begin(), bounds.end());
+    for (int q = 1; q < comm.size(); ++q) EMO_RETURN_IF_ERROR(comm.send(q, kTagPartPlan, dist::to_bytes(v)));
+    if (!st.ok()) {
+      EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
+      return st.error();
+    }
+    return bounds;
+  }
+  auto m = comm.recv(dist::kRoot, kTagPartPlan, dist::timeout_s());
+  if (!m) return m.error();
+  auto v = dist::from_bytes(*m, dist::kRoot);
+  if (!v) return v.error();
+  if (v->empty()) return make_error("", "process 0 ended the run before the reading (its error is said there)");
+  bool fits = v->size() == P + 1 && v->front() == 0 && size_t(v->back()) == paths.size();
+  for (size_t i = 1; fits && i < v->size(); ++i) fits = (*v)[i] >= (*v)[i - 1];
+  if (!fits) {
+    return make_error("", "process 0's plan of the shards does not fit the files given here",
+                      "run the same emo command, with the same trace files, on every process");
+  }
+  return std::vector<size_t>(v->begin(), v->end());
+}
+
+// A file's header as every process learns it: 'T' (read: its step, path, rank, world size, events), 'R' and
+// 'S' as encode() says them, 'K' (not read).
+std::string encode_head(const std::optional<Result<Read>>& r) {
+  if (!r) return dist::frame({"K"});
+  if (!r->ok() || (*r)->select_error) return encode(*r);
+  const trace::RankTrace& t = (*r)->trace;
+  const std::string step = std::to_string((*r)->step), rank = std::to_string(t.rank),
+                    world = std::to_string(t.world_size), events = std::to_string(t.events.size());
+  return dist::frame({"H", step, t.path, rank, world, events});
+}
+
+struct Head {
+  std::optional<Result<Read>> read;  // the header only (no events)
+  int64_t events = 0;
+};
+
+Result<Head> decode_head(std::string_view bytes, const std::string& path, int from) {
+  auto f = dist::unframe(bytes);
+  if (f.ok() && f->size() == 6 && (*f)[0] == "H") {
+    const std::vector<std::string_view>& v = *f;
+    Read r;
+    r.selected = true;
+    r.step = std::atoll(std::string(v[1]).c_str());
+    r.trace.path = std::string(v[2]);
+    r.trace.rank = std::atoi(std::string(v[3]).c_str());
+    r.trace.world_size = std::atoi(std::string(v[4]).c_str());
+    return Head{Result<Read>(std::move(r)), std::atoll(std::string(v[5]).c_str())};
+  }
+  auto d = decode(bytes, path, from);
+  if (!d) return d.error();
+  return Head{std::move(*d), 0};
+}
+}  // namespace
+
+Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
+                               const Status& before) {
+  Status st = before;
+  if (st.ok() && options.deprofile) {
+    st = make_error("", "taking the profiler's cost out (--deprofile) needs the whole step in one process",
+                    "run it in one process, or write the deprofiled traces first (emo deprofile TRACE -o DIR)");
+  }
+  const int P = comm.size(), me = comm.rank();
+  auto bounds = part_plan(paths, st, comm);
+  if (!bounds) return bounds.error();
+  const size_t begin = (*bounds)[size_t(me)], end = (*bounds)[size_t(me) + 1];
+  std::vector<std::optional<Result<Read>>> mine = read_shard(paths, begin, end, options);
+  // Every file's header to every process, so that each says the first error one process would and takes
+  // the same ranks.
+  std::vector<std::string> heads_of_mine;
+  for (const auto& r : mine) heads_of_mine.push_back(encode_head(r));
+  auto all = dist::all_gather(comm, kTagHeads, dist::frame({heads_of_mine.begin(), heads_of_mine.end()}));
+  if (!all) return all.error();
+  std::vector<Head> heads;
+  heads.reserve(paths.size());
+  for (int q = 0; q < P; ++q) {
+    auto f = dist::unframe((*all)[size_t(q)]);
+    const size_t b = (*bounds)[size_t(q)], e = (*bounds)[size_t(q) + 1];
+    if (!f || f->size() != e - b) return make_error("", fmt::format("process {} sent its files' headers cut short", q));
+    for (size_t i = b; i < e; ++i) {
+      auto h = decode_head((*f)[i - b], paths[i], q);
+      if (!h) return h.error();
+      heads.push_back(std::move(*h));
+    }
+  }
+  // The first file in file order that could not be read, then the checks across ranks.
+  std::vector<const trace::RankTrace*> ts;
+  for (const Head& h : heads) {
+    if (!h.read) break;
+    if (!h.read->ok()) return h.read->error();
+    ts.push_back(&(*h.read)->trace);
+  }
+  auto order = rank_order(ts);
+  if (!order) return order.error();
+  const bool ranked = all_ranked(ts);
+  std::vector<uint64_t> weights;
+  for (size_t i : *order) {
+    const Read& r = *heads[i].read.value();
+    if (r.select_error) return *r.select_error;
+    weights.push_back(uint64_t(heads[i].events) + 1);
+  }
+  // Each process builds a contiguous part of the ranks in rank order, of about equal events; a trace read
+  // by another process moves to it.
+  const std::vector<size_t> parts = dist::shard_by_weight(weights, P);
+  std::vector<int> owner(paths.size(), 0);
+  std::vector<size_t> place(paths.size(), 0);  // its place in rank order
+  for (int q = 0; q < P; ++q) {
+    for (size_t k = parts[size_t(q)]; k < parts[size_t(q) + 1]; ++k) owner[(*order)[k]] = q, place[(*order)[k]] = k;
+  }
+  const size_t first = parts[size_t(me)], count = parts[size_t(me) + 1] - first;
+  WorkloadPart w;
+  w.ranks.resize(count);
+  w.steps.resize(count);
+  for (const Head& h : heads) w.events += h.events;
+  size_t expected = 0;
+  for (size_t k = first; k < first + count; ++k) expected += (*order)[k] < begin || (*order)[k] >= end;
+  for (size_t i = begin; i < end; ++i) {
+    Read& r = *mine[i - begin].value();
+    if (!ranked) r.trace.rank = static_cast<int>(place[i]);
+    if (owner[i] == me) {
+      w.steps[place[i] - first] = r.step;
+      w.ranks[place[i] - first] = std::move(r.trace);
+      continue;
+    }
+    EMO_RETURN_IF_ERROR(comm.send(owner[i], kTagMove, dist::frame({std::to_string(i), trace::to_wire(r.trace)})));
+    r.trace = trace::RankTrace();  // sent: not held here any longer
+  }
+  mine.clear();
+  std::vector<uint8_t> got(count, 0);
+  for (size_t k = 0; k < expected; ++k) {
+    auto m = comm.recv_any(kTagMove, dist::timeout_s());
+    if (!m) return make_error("", "the traces of this process's ranks: " + m.error().message());
+    auto f = dist::unframe(m->second);
+    const size_t i = f && f->size() == 2 ? size_t(std::strtoull(std::string((*f)[0]).c_str(), nullptr, 10)) : paths.size();
+    if (i >= paths.size() || owner[i] != me || (i >= begin && i < end)) {
+      return make_error("", fmt::format("process {} sent a trace this process does not build", m->first),
+                        "run the same emo command, with the same trace files, on every process");
+    }
+    auto t = trace::from_wire((*f)[1]);
+    if (!t) return t.error();
+    if (got[place[i] - first]++) return make_error("", fmt::format("process {} sent the trace of {} twice", m->first, paths[i]));
+    w.ranks[place[i] - first] = std::move(*t);
+    w.steps[place[i] - first] = (*heads[i].read.value()).step;
+    if (!ranked) w.ranks[place[i] - first].rank = static_cast<int>(place[i]);
+  }
+  EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
+  auto part = graph::build_part(w.ranks, comm, options.build);
+  if (!part) return part.error();
+  w.part = std::move(*part);
+  w.part.graph.step_of_rank = w.steps;
+  return w;
+}
+
 Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options) {
   if (ranks.empty()) return make_error("", "no trace given");
   std::vector<Read> reads(ranks.size());
@@ -564,8 +765,9 @@ Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm) {
   return a;
 }
 
-std::string node_category(const Workload& w, NodeId n) {
-  const graph::Graph& g = w.graph;
+std::string node_category(const Workload& w, NodeId n) { return node_category(w.graph, w.ranks, n); }
+
+std::string node_category(const graph::Graph& g, const std::vector<trace::RankTrace>& ranks, NodeId n) {
   switch (g.kind[n]) {
     case NodeKind::kKernel: return "kernel";
     case NodeKind::kCommKernel:
@@ -575,7 +777,7 @@ std::string node_category(const Workload& w, NodeId n) {
     case NodeKind::kCpuGap: return "cpu_gap";
     default: break;
   }
-  const auto& t = w.ranks[g.rank[n]];
+  const auto& t = ranks[g.rank[n]];
   switch (t.events[g.event[n]].kind) {
     case trace::EventKind::kUserAnnotation: return "user_annotation";
     case trace::EventKind::kPythonFunction: return "python_function";
@@ -584,365 +786,6 @@ std::string node_category(const Workload& w, NodeId n) {
     case trace::EventKind::kOtherCpu: return "cpu_other";
     default: return "cpu_op";
   }
-}
-
-int64_t gpu_ops_on_path(const Workload& w, const Analysis& a) {
-  const graph::Graph& g = w.graph;
-  std::set<NodeId> seen;
-  for (NodeId n : a.critical_path.nodes) {
-    if (n < g.num_nodes() && graph::is_gpu(g.kind[n])) seen.insert(n);
-  }
-  return static_cast<int64_t>(seen.size());
-}
-
-std::vector<std::string> import_warnings(const Workload& w) {
-  std::vector<std::string> out;
-  int64_t bad = 0;
-  for (const auto& t : w.ranks) bad += t.stats.error_count();
-  if (bad > 0) out.push_back(fmt::format("{} malformed events skipped (see import_stats in --json)", bad));
-  for (const trace::RankTrace& t : w.ranks) {
-    if (t.stats.outside_profiler_window <= 0) continue;
-    std::string example = t.stats.outside_profiler_window_example;
-    if (example.rfind("name: ", 0) == 0) example = example.substr(6);
-    out.push_back(fmt::format(
-        "{}{} events outside the profiler window (or crossing its edge) dropped: the trace has no ProfilerStep, so the step is the "
-        "profiler's window (its 'Trace' span){} (outside_profiler_window in import_stats of --json)",
-        t.path.empty() ? "" : t.path + ": ", t.stats.outside_profiler_window,
-        example.empty() ? "" : "; e.g. " + example));
-  }
-  return out;
-}
-
-LostLaunches lost_launches(const Workload& w) {
-  LostLaunches out;
-  for (const trace::RankTrace& t : w.ranks) {
-    std::set<int64_t> done;
-    for (const trace::Event& e : t.events)
-      if (trace::is_gpu_op(e.kind) && e.correlation != trace::kNone) done.insert(e.correlation);
-    for (const trace::Event& e : t.events) {
-      if ((e.kind != trace::EventKind::kRuntime && e.kind != trace::EventKind::kDriver) || e.correlation == trace::kNone)
-        continue;
-      const trace::RuntimeCall call = trace::classify_runtime_call(t.strings.view(e.name));
-      if (!trace::launches_gpu_work(call) || call == trace::RuntimeCall::kMemset) continue;
-      ++out.launches;
-      if (done.count(e.correlation) != 0) continue;
-      if (out.lost++ == 0) out.example = fmt::format("{} (correlation {})", t.strings.view(e.name), e.correlation);
-    }
-  }
-  return out;
-}
-
-UnrecordedWaits unrecorded_waits(const Workload& w, const Analysis& a) {
-  UnrecordedWaits out;
-  const graph::Graph& g = w.graph;
-  std::vector<int64_t> per_rank(g.rank_paths.size(), 0);
-  int64_t longest = 0;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    // The builder makes a blocking call that waited for GPU ops a kSyncCall and leaves it its time after
-    // the last of them ended (its whole time where they had all ended before it began). A call whose ops
-    // the trace shows ending after it returned (clocks apart) waited for none of them: not counted.
-    if (g.kind[n] != NodeKind::kSyncCall) continue;
-    const trace::RuntimeCall call = trace::classify_runtime_call(g.strings.view(g.name[n]));
-    if (call != trace::RuntimeCall::kDeviceSync && call != trace::RuntimeCall::kStreamSync &&
-        call != trace::RuntimeCall::kEventSync)
-      continue;
-    const int64_t own = g.dur_ns[n];
-    if (own < kUnrecordedWaitMinNs) continue;
-    ++out.calls;
-    out.wait_ns += own;
-    const uint32_t r = g.rank[n];
-    if (r < per_rank.size()) per_rank[r] += own;
-    if (own > longest) {
-      longest = own;
-      const uint32_t lane = g.lane[n];
-      out.example = fmt::format("{} on {}thread {}, {:.3f} ms of its {:.3f} ms after the last GPU op it could wait for ended",
-                                g.strings.view(g.name[n]),
-                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(r))) : std::string(),
-                                lane < g.lanes.size() ? g.lanes[lane].tid : 0, double(own) / 1e6,
-                                double(g.meas_end_ns[n] - g.meas_start_ns[n]) / 1e6);
-    }
-  }
-  if (a.measured_span_ns > 0) {
-    for (int64_t v : per_rank) out.pct = std::max(out.pct, 100.0 * double(v) / double(a.measured_span_ns));
-  }
-  return out;
-}
-
-LateGpuStarts late_gpu_starts(const Workload& w, const Analysis& a) {
-  LateGpuStarts out;
-  const graph::Graph& g = w.graph;
-  // Each GPU's ops in the step as measured, merged into busy intervals; built for the GPUs a long launch
-  // segment of the path lands on.
-  std::map<std::pair<uint32_t, int32_t>, Intervals> busy;
-  auto busy_of = [&](uint32_t rank, int32_t device) -> const Intervals& {
-    auto [it, fresh] = busy.try_emplace({rank, device});
-    if (!fresh) return it->second;
-    Intervals iv;
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      if (!graph::is_gpu(g.kind[n])) continue;
-      const graph::Lane& l = g.lanes[g.lane[n]];
-      if (l.rank == rank && l.device == device) iv.emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
-    }
-    it->second = merged_intervals(std::move(iv));
-    return it->second;
-  };
-  int64_t longest = 0;
-  for (const replay::CriticalPath::Segment& s : a.critical_path.segments) {
-    if (!s.is_edge || s.edge != graph::EdgeKind::kLaunch || s.ns < kUnrecordedWaitMinNs) continue;
-    if (s.node >= g.num_nodes() || !graph::is_gpu(g.kind[s.node])) continue;
-    // Queued behind an earlier step's work (Graph::queued_ops): the step is taken as the loop's period.
-    if (std::find(g.queued_ops.begin(), g.queued_ops.end(), s.node) != g.queued_ops.end()) continue;
-    const graph::Lane& lane = g.lanes[g.lane[s.node]];
-    // The window the op waited in, as measured: from the launch call's return (the call's own time is the
-    // host's: a slow first launch, one_time_calls) to the op's start.
-    const int64_t end = g.meas_start_ns[s.node];
-    int64_t begin = end - s.ns;
-    if (s.from < g.num_nodes()) begin = std::max(begin, std::min(end, g.meas_end_ns[s.from]));
-    int64_t idle = end - begin;
-    for (const auto& [b, e] : busy_of(lane.rank, lane.device)) {
-      if (b >= end) break;
-      if (e > begin) idle -= std::min(e, end) - std::max(b, begin);
-    }
-    if (idle < kUnrecordedWaitMinNs) continue;
-    ++out.ops;
-    out.wait_ns += idle;
-    if (idle > longest) {
-      longest = idle;
-      const bool named = s.from < g.num_nodes();
-      out.example = fmt::format("{} launched by {} on {}stream {}, {:.3f} ms after its launch, its GPU idle in the step for "
-                                "{:.3f} ms of it",
-                                g.strings.view(g.name[s.node]), named ? g.strings.view(g.name[s.from]) : "its call",
-                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(lane.rank)))
-                                                        : std::string(),
-                                lane.stream, double(s.ns) / 1e6, double(idle) / 1e6);
-    }
-  }
-  if (a.measured_span_ns > 0) out.pct = 100.0 * double(out.wait_ns) / double(a.measured_span_ns);
-  return out;
-}
-
-OneTimeCalls one_time_calls(const Workload& w, const Analysis& a) {
-  OneTimeCalls out;
-  const graph::Graph& g = w.graph;
-  const size_t ranks = g.rank_paths.size();
-  // Each rank's GPU ops in the step as measured (every device of the rank), merged into busy intervals.
-  std::vector<Intervals> busy(ranks);
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (graph::is_gpu(g.kind[n]) && g.rank[n] < ranks) busy[g.rank[n]].emplace_back(g.meas_start_ns[n], g.meas_end_ns[n]);
-  }
-  for (Intervals& iv : busy) iv = merged_intervals(std::move(iv));
-  std::vector<int64_t> per_rank(ranks, 0);
-  int64_t longest = 0;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (g.kind[n] != NodeKind::kRuntime || g.rank[n] >= ranks) continue;
-    const int64_t b = g.meas_start_ns[n], e = g.meas_end_ns[n];
-    if (e - b < kOneTimeCallMinNs) continue;
-    switch (trace::classify_runtime_call(g.strings.view(g.name[n]))) {
-      case trace::RuntimeCall::kMemcpy:
-      case trace::RuntimeCall::kDeviceSync:
-      case trace::RuntimeCall::kStreamSync:
-      case trace::RuntimeCall::kEventSync: continue;  // they wait on the GPU by design
-      default: break;
-    }
-    const auto& iv = busy[g.rank[n]];
-    int64_t idle = e - b;
-    // Merged intervals: their ends are in order too. From the first that ends after b.
-    auto it = std::lower_bound(iv.begin(), iv.end(), b, [](const std::pair<int64_t, int64_t>& x, int64_t v) { return x.second <= v; });
-    for (; it != iv.end() && it->first < e; ++it) idle -= std::min(it->second, e) - std::max(it->first, b);
-    if (idle < kOneTimeCallMinNs) continue;
-    ++out.calls;
-    out.ns += idle;
-    per_rank[g.rank[n]] += idle;
-    if (idle > longest) {
-      longest = idle;
-      // The operator the call ran in: the innermost CPU op of its thread that holds it.
-      std::string inside;
-      const trace::RankTrace& t = w.ranks[g.rank[n]];
-      if (g.event[n] < t.events.size()) {
-        const trace::Event& ce = t.events[g.event[n]];
-        int64_t best = std::numeric_limits<int64_t>::max();
-        for (const trace::Event& pe : t.events) {
-          if (pe.ts_ns > ce.ts_ns) break;
-          if (pe.lane != ce.lane || pe.kind != trace::EventKind::kCpuOp || pe.ts_ns + pe.dur_ns < ce.ts_ns + ce.dur_ns ||
-              pe.dur_ns >= best)
-            continue;
-          best = pe.dur_ns;
-          inside = fmt::format(" inside {}", t.name_of(pe));
-        }
-      }
-      const uint32_t lane = g.lane[n];
-      out.example = fmt::format("{}{} on {}thread {}, {:.3f} ms", g.strings.view(g.name[n]), inside,
-                                ranks > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(g.rank[n]))) : std::string(),
-                                lane < g.lanes.size() ? g.lanes[lane].tid : 0, double(e - b) / 1e6);
-    }
-  }
-  if (a.measured_span_ns > 0) {
-    for (int64_t v : per_rank) out.pct = std::max(out.pct, 100.0 * double(v) / double(a.measured_span_ns));
-  }
-  return out;
-}
-
-EarlierLaunches earlier_launches(const Workload& w) {
-  EarlierLaunches out;
-  const graph::Graph& g = w.graph;
-  int64_t longest = -1;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n])) continue;
-    const int64_t dur = g.meas_end_ns[n] - g.meas_start_ns[n];
-    out.gpu_ns += dur;
-    const graph::PointId p = graph::start_point(n);
-    bool launched = false;
-    for (uint32_t k = g.in_offsets[p]; k < g.in_offsets[p + 1] && !launched; ++k) {
-      launched = g.edges[g.in_edges[k]].kind == graph::EdgeKind::kLaunch;
-    }
-    // An op without a correlation id cannot be traced to any call: not counted as launched before.
-    if (launched || g.rank[n] >= w.ranks.size()) continue;
-    const trace::RankTrace& t = w.ranks[g.rank[n]];
-    if (g.event[n] >= t.events.size() || t.events[g.event[n]].correlation == trace::kNone) continue;
-    ++out.ops;
-    out.ns += dur;
-    if (dur > longest) {
-      longest = dur;
-      const graph::Lane& lane = g.lanes[g.lane[n]];
-      out.example = fmt::format("{} on {}stream {}, {:.3f} ms", g.strings.view(g.name[n]),
-                                g.rank_paths.size() > 1 ? fmt::format("rank {} ", g.rank_id(graph::RankIndex(lane.rank)))
-                                                        : std::string(),
-                                lane.stream, double(dur) / 1e6);
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
-  std::vector<std::string> out = import_warnings(w);
-  if (w.deprofiled) {
-    const ProfilerCost& c = *w.deprofiled;
-    out.push_back(fmt::format(
-        "the profiler's cost was taken out of the step (--deprofile): host time x{:.4f}, {:.3f} ms traced -> {:.3f} ms "
-        "(the job's untraced steps: {:.3f} ms){}; what follows is for the step as the job runs it, on a model of that "
-        "cost with one factor for all host time (docs/replay.md, \"The profiler's cost\")",
-        c.host_scale, static_cast<double>(c.traced_ns) / 1e6, static_cast<double>(c.replayed_ns) / 1e6,
-        static_cast<double>(c.untraced_ns) / 1e6,
-        c.explained ? "" : ", and even with no host time the step is longer than the untraced one"));
-  }
-  const trace::RankTrace& first = w.ranks.front();
-  if (first.world_size > static_cast<int>(w.ranks.size())) {
-    out.push_back(fmt::format("{} of the {} ranks of the run (distributedInfo.world_size) given: the step is "
-                              "modelled from these ranks alone, their collectives' waits as recorded",
-                              w.ranks.size(), first.world_size));
-  }
-  // Ranks of one run record the same iteration at about the same time: a different ProfilerStep, or
-  // captures far apart (kCaptureGapDoubtS), say the files may come from different runs.
-  for (size_t i = 1; i < w.ranks.size() && i < w.steps.size(); ++i) {
-    if (w.steps[i] < 0 || w.steps[0] < 0 || w.steps[i] == w.steps[0]) continue;
-    out.push_back(fmt::format("{} is ProfilerStep#{}, {} ProfilerStep#{}: the ranks' steps are not one iteration "
-                              "(give --step N for the one they share)",
-                              w.ranks[i].path, w.steps[i], first.path, w.steps[0]));
-    break;
-  }
-  for (const trace::RankTrace& t : w.ranks) {
-    const double apart_s = std::abs(double(t.origin_ns - first.origin_ns)) * 1e-9;
-    if (t.origin_ns == 0 || first.origin_ns == 0 || !(apart_s > kCaptureGapDoubtS)) continue;
-    out.push_back(fmt::format("{} was captured {:.0f} s from {} (more than {:g} s): traces of one run's step are "
-                              "recorded together",
-                              t.path, apart_s, first.path, kCaptureGapDoubtS));
-    break;
-  }
-  for (const trace::RankTrace& t : w.ranks) {
-    if (t.device_name.empty() || first.device_name.empty() || t.device_name == first.device_name) continue;
-    out.push_back(fmt::format("{} ran on {}, {} on {}: traces of one run come from one kind of GPU", t.path,
-                              t.device_name, first.path, first.device_name));
-    break;
-  }
-  const graph::BuildStats& bs = w.graph.stats;
-  if (bs.collectives_inconsistent > 0) {
-    out.push_back(fmt::format("{} collective(s) matched across ranks disagree, e.g. {}: the files may come from "
-                              "different jobs, or their process groups share names; the waits at those collectives "
-                              "are doubtful (collectives_inconsistent in import_stats of --json)",
-                              bs.collectives_inconsistent, bs.collectives_inconsistent_example));
-  }
-  if (bs.rank_groups > 1 &&
-      double(bs.rank_group_span_min_ns) < (1.0 - kRankGroupSpanDoubtPct / 100) * double(bs.rank_group_span_max_ns)) {
-    out.push_back(fmt::format("the ranks form {} groups that share no collective, with steps of different lengths "
-                              "({}): separate jobs (or collectives that were not matched); a GPU's slack against "
-                              "the longest group's step is not real: give each job's files on their own",
-                              bs.rank_groups, bs.rank_groups_example));
-  }
-  const LostLaunches ll = lost_launches(w);
-  if (ll.lost > 0 && ll.pct() >= kLostLaunchDoubtPct) {
-    out.push_back(fmt::format("{} of the step's {} launch calls have no GPU activity in the trace (at least {:g} %), "
-                              "e.g. {}: the GPU work they started is missing from the step",
-                              ll.lost, ll.launches, kLostLaunchDoubtPct, ll.example));
-  }
-  const UnrecordedWaits uw = unrecorded_waits(w, a);
-  if (uw.calls > 0 && uw.pct >= kUnrecordedWaitDoubtPct) {
-    out.push_back(fmt::format("synchronize calls blocked {:.3f} ms ({:.0f} % of the step on the rank with the most) "
-                              "after the GPU work the trace shows had ended, e.g. {}: the GPU ran work the trace does "
-                              "not record (a graph whose kernels the profiler left out, another process), which the "
-                              "step takes for host time and GPU idle",
-                              double(uw.wait_ns) / 1e6, uw.pct, uw.example));
-  }
-  const LateGpuStarts ls = late_gpu_starts(w, a);
-  if (ls.ops > 0 && ls.pct >= kUnrecordedWaitDoubtPct) {
-    out.push_back(fmt::format("{} GPU op(s) on the critical path started {:.3f} ms ({:.0f} % of the step) after their "
-                              "launch while their GPU ran nothing of the step, e.g. {}: the GPU was busy with work the "
-                              "step does not show (kernels the profiler left out, an earlier step's queued work, another "
-                              "process) or the op waited on a dependency the trace does not record; the step takes that "
-                              "time for a fixed launch delay that no clock moves, so slack and savings on this step are "
-                              "doubtful",
-                              ls.ops, double(ls.wait_ns) / 1e6, ls.pct, ls.example));
-  }
-  const OneTimeCalls ot = one_time_calls(w, a);
-  if (ot.calls > 0 && ot.pct >= kUnrecordedWaitDoubtPct) {
-    out.push_back(fmt::format("{} runtime call(s) that do not wait on the GPU kept the host {:.3f} ms ({:.0f} % of the "
-                              "step on the rank with the most) while its GPU ran nothing, e.g. {}: a first call's "
-                              "one-time cost (CUDA loading a kernel's module, cuDNN or cuBLAS setting up, a context or "
-                              "allocation made), which the job's later steps do not pay; this step is not the job's "
-                              "steady state, so its host time and the GPU's slack are doubtful: record a later step "
-                              "(torch.profiler's schedule with wait and warmup steps)",
-                              ot.calls, double(ot.ns) / 1e6, ot.pct, ot.example));
-  }
-  const EarlierLaunches el = earlier_launches(w);
-  if (el.ops > 0 && el.pct() >= kEarlierLaunchDoubtPct) {
-    out.push_back(fmt::format("{} GPU op(s), {:.3f} ms of the step's {:.3f} ms of GPU op time ({:.0f} %), have no launch "
-                              "call in the step, e.g. {}: launched before it (an earlier step's work still queued when "
-                              "it began), they are counted in this step's GPU time and energy, so per-step figures can "
-                              "exceed the job's by up to that share",
-                              el.ops, double(el.ns) / 1e6, double(el.gpu_ns) / 1e6, el.pct(), el.example));
-  }
-  // The profiler's own cost: a step that took longer under the profiler than the same job's steps without
-  // it (emo.torch.capture times a few before it records) ran a slower host than the job does.
-  int slowed = 0;
-  std::string slowed_first;
-  for (size_t r = 0; r < w.ranks.size() && r < w.steps.size(); ++r) {
-    const trace::RankTrace& t = w.ranks[r];
-    if (t.untraced_step_ns.empty() || w.steps[r] < 0) continue;
-    const auto st = std::find_if(t.steps.begin(), t.steps.end(), [&](const trace::Step& x) { return x.number == w.steps[r]; });
-    if (st == t.steps.end() || st->dur_ns <= 0) continue;
-    const double untraced = median(std::vector<double>(t.untraced_step_ns.begin(), t.untraced_step_ns.end()));
-    const double pct = 100.0 * (double(st->dur_ns) / untraced - 1.0);
-    if (!(pct > kProfilerSlowdownDoubtPct)) continue;
-    if (slowed++ == 0) {
-      slowed_first = fmt::format("{}{:.3f} ms under the profiler, {:.3f} ms without it (the median of {} steps "
-                                 "emo.torch.capture timed, emo_untraced_step_us): {:+.0f} %",
-                                 t.path.empty() ? "" : t.path + ": ", double(st->dur_ns) / 1e6, untraced / 1e6,
-                                 t.untraced_step_ns.size(), pct);
-    }
-  }
-  if (slowed > 0) {
-    out.push_back(fmt::format("the profiler slowed the step on {} of {} ranks by more than {:g} % ({}): the host ran "
-                              "slower in this trace than in the job, so GPU slack the trace shows may be the "
-                              "profiler's own and a policy made from it can slow the job past its bound; take the "
-                              "profiler's cost out first (--deprofile, or emo deprofile TRACE -o DIR), and measure the "
-                              "policy in the job (emo apply --verify, or the runtime's verify phase)",
-                              slowed, w.ranks.size(), kProfilerSlowdownDoubtPct, slowed_first));
-  }
-  if (std::abs(a.replay_error_pct) > kReplayDoubtPct) {
-    out.push_back(fmt::format("the replay of the step takes {:+.1f} % the time the trace measured (more than "
-                              "{:g} % off): what emo predicts rests on a replay that does not reproduce the step",
-                              a.replay_error_pct, kReplayDoubtPct));
-  }
-  return out;
 }
 
 std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name) {
@@ -991,261 +834,8 @@ std::vector<std::string> device_warnings(const Workload& w, const std::string& p
 }
 
 namespace {
-
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
-}  // namespace
-
-nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
-  const graph::Graph& g = w.graph;
-  const int64_t begin = g.measured_begin_ns();
-  using nlohmann::json;
-  json j;
-  j["events"] = w.events;
-  j["nodes"] = g.num_nodes();
-  j["edges"] = g.edges.size();
-  json ranks = json::array();
-  for (size_t r = 0; r < w.ranks.size(); ++r) {
-    ranks.push_back({{"rank", g.rank_ids[r]},
-                     {"file", w.ranks[r].path},
-                     {"device", w.ranks[r].device_name},
-                     {"step", w.steps[r]},
-                     {"events", w.ranks[r].events.size()},
-                     {"clock_offset_us", round3(us(g.rank_offset_ns[r]))}});
-  }
-  j["ranks"] = ranks;
-  j["measured_span_us"] = round3(us(a.measured_span_ns));
-  j["replayed_span_us"] = round3(us(a.replayed_span_ns));
-  j["replay_error_pct"] = std::round(a.replay_error_pct * 1e4) / 1e4;
-  json breakdown = json::object();
-  for (const auto& part : a.critical_path.breakdown) breakdown[part.category] = round3(us(part.ns));
-  // GPU ops on the path: all of them for ordinary steps; the longest kMaxPathOps
-  // for huge ones (the full path is in --critical-path-csv).
-  constexpr size_t kMaxPathOps = 1000;
-  std::vector<NodeId> on_path;
-  for (NodeId n : a.critical_path.nodes) {
-    if (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kCollective) on_path.push_back(n);
-  }
-  const size_t path_ops = on_path.size();
-  if (on_path.size() > kMaxPathOps) {
-    std::stable_sort(on_path.begin(), on_path.end(),
-                     [&](NodeId x, NodeId y) { return g.dur_ns[x] > g.dur_ns[y]; });
-    on_path.resize(kMaxPathOps);
-    std::sort(on_path.begin(), on_path.end());
-  }
-  json path = json::array();
-  for (NodeId n : on_path) {
-    path.push_back({{"name", std::string(g.strings.view(g.name[n]))},
-                    {"kind", graph::to_string(g.kind[n])},
-                    {"rank", g.rank_ids[g.rank[n]]},
-                    {"start_us", round3(us(g.meas_start_ns[n] - begin))},
-                    {"dur_us", round3(us(g.dur_ns[n]))}});
-  }
-  j["critical_path"] = {{"length_us", round3(us(a.critical_path.length_ns))},
-                        {"breakdown", breakdown},
-                        {"nodes", a.critical_path.nodes.size()},
-                        {"gpu_ops_total", path_ops},
-                        {"gpu_ops_on_path", gpu_ops_on_path(w, a)},
-                        {"gpu_ops", path}};
-  json gpus = json::array();
-  for (const auto& u : a.gpus) {
-    gpus.push_back({{"rank", g.rank_ids[u.rank]},
-                    {"device", u.device},
-                    {"ops", u.ops},
-                    {"busy_us", round3(us(u.busy_ns))},
-                    {"idle_us", round3(us(u.idle_ns))}});
-  }
-  j["gpus"] = gpus;
-  // Slack of GPU ops: how many are critical, and a histogram.
-  int64_t ops = 0, critical = 0;
-  std::vector<int64_t> buckets(6, 0);  // 0, <10µs, <100µs, <1ms, <10ms, more
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n])) continue;
-    ++ops;
-    int64_t s = a.slack_ns[n];
-    if (s == 0) ++critical;
-    size_t b = s == 0 ? 0 : s < 10'000 ? 1 : s < 100'000 ? 2 : s < 1'000'000 ? 3 : s < 10'000'000 ? 4 : 5;
-    ++buckets[b];
-  }
-  // gpu_ops_on_critical_path is the historical name of the zero-slack count
-  // (kept for readers of older output); gpu_ops_with_no_slack says what it is.
-  // The ops on the extracted path are critical_path.gpu_ops_on_path.
-  j["slack"] = {{"gpu_ops", ops},
-                {"gpu_ops_on_critical_path", critical},
-                {"gpu_ops_with_no_slack", critical},
-                {"histogram", {{"0", buckets[0]}, {"<10us", buckets[1]}, {"<100us", buckets[2]},
-                               {"<1ms", buckets[3]}, {"<10ms", buckets[4]}, {">=10ms", buckets[5]}}}};
-  json stats = json::array();
-  int64_t outside_window = 0;
-  for (const auto& t : w.ranks) outside_window += t.stats.outside_profiler_window;
-  for (size_t r = 0; r < w.ranks.size(); ++r) {
-    for (const auto& row : w.ranks[r].stats.rows) {
-      stats.push_back({{"rank", g.rank_ids[r]}, {"what", row.what}, {"count", row.count},
-                       {"example", row.example}, {"error", row.is_error}});
-    }
-  }
-  const auto& bs = g.stats;
-  j["import_stats"] = {{"events", stats},
-                       {"gpu_ops_without_launch", bs.gpu_ops_without_launch},
-                       {"edges_dropped_inconsistent", bs.edges_dropped_inconsistent},
-                       {"collectives_matched", bs.collectives_matched},
-                       {"collective_kernels_unmatched", bs.collectives_unmatched},
-                       {"collectives_inconsistent", bs.collectives_inconsistent},
-                       {"collectives_inconsistent_example", bs.collectives_inconsistent_example},
-                       {"rank_groups", bs.rank_groups},
-                       {"rank_groups_example", bs.rank_groups_example},
-                       {"cross_stream_edges_from_sync_events", bs.cross_stream_from_sync_events},
-                       {"cross_stream_edges_from_runtime_pairs", bs.cross_stream_from_runtime_pairs},
-                       {"cross_stream_edges_inferred", bs.cross_stream_inferred},
-                       {"outside_profiler_window", outside_window},
-                       // Host waits (docs/replay.md): threads that only wait, left out of the
-                       // step's span and critical path; blocked-wait frames on working threads;
-                       // host polling loops made GPU -> CPU waits.
-                       {"waiting_threads", bs.waiting_threads},
-                       {"waiting_thread_nodes", bs.waiting_thread_nodes},
-                       {"waiting_thread_span_us", round3(us(bs.waiting_thread_span_ns))},
-                       {"waiting_thread_example", bs.waiting_thread_example},
-                       {"wait_frames", bs.wait_frames},
-                       {"wait_frame_us", round3(us(bs.wait_frame_ns))},
-                       {"wait_frame_example", bs.wait_frame_example},
-                       {"poll_query_loops", bs.poll_query_loops},
-                       {"poll_ranges", bs.poll_ranges},
-                       {"poll_wait_us", round3(us(bs.poll_wait_ns))},
-                       {"poll_example", bs.poll_example},
-                       {"thread_flow_edges", bs.thread_flow_edges},
-                       {"thread_waits", bs.thread_waits},
-                       {"thread_wait_us", round3(us(bs.thread_wait_ns))},
-                       {"thread_wait_example", bs.thread_wait_example},
-                       // GPU ops that waited on an earlier step's queued GPU work (measured_span_us is
-                       // then the loop's period; docs/replay.md).
-                       {"queued_waits", bs.queued_waits},
-                       {"queued_wait_us", round3(us(bs.queued_wait_ns))},
-                       {"queued_wait_example", bs.queued_wait_example},
-                       // The step's GPU work ran this long past its host, into the next step's host time,
-                       // as the step before's ran into it without holding it: measured_span_us is then the
-                       // loop's period (0 where the step is no such loop; docs/replay.md).
-                       {"gpu_tail_us", round3(us(bs.gpu_tail_ns))},
-                       {"notes", bs.notes}};
-  if (per_kernel) {
-    json ks = json::array();
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      if (!graph::is_gpu(g.kind[n])) continue;
-      ks.push_back({{"name", std::string(g.strings.view(g.name[n]))},
-                    {"rank", g.rank_ids[g.rank[n]]},
-                    {"stream", g.lanes[g.lane[n]].stream},
-                    {"start_us", round3(us(g.meas_start_ns[n] - begin))},
-                    {"dur_us", round3(us(g.meas_end_ns[n] - g.meas_start_ns[n]))},
-                    {"slack_us", round3(us(a.slack_ns[n]))}});
-    }
-    j["kernels"] = ks;
-  }
-  return j;
-}
-
-std::string to_text(const Workload& w, const Analysis& a) {
-  const graph::Graph& g = w.graph;
-  std::string s;
-  s += fmt::format("{} rank(s), {} events, {} nodes, {} edges\n", w.ranks.size(), w.events, g.num_nodes(),
-                   g.edges.size());
-  const std::string queued =
-      !g.loop_period()
-          ? std::string()
-          : fmt::format(" (the loop's period: {}; from the host's start to the GPU's end, {:.3f} ms)",
-                        g.queued_ops.empty() ? "its GPU tail runs into the next step's host time"
-                                             : "its GPU runs behind its host",
-                        us(g.measured_end_ns() - g.measured_begin_ns()) / 1000);
-  s += fmt::format("step span: measured {:.3f} ms{}, replayed {:.3f} ms (error {:+.3f} %)\n",
-                   us(a.measured_span_ns) / 1000, queued, us(a.replayed_span_ns) / 1000, a.replay_error_pct);
-  s += "critical path:";
-  for (const auto& part : a.critical_path.breakdown) {
-    if (part.ns > 0) {
-      s += fmt::format(" {} {:.1f}%", part.category,
-                       100.0 * static_cast<double>(part.ns) / static_cast<double>(std::max<int64_t>(1, a.critical_path.length_ns)));
-    }
-  }
-  s += "\n";
-  for (const auto& u : a.gpus) {
-    s += fmt::format("rank {} gpu {}: {} ops, busy {:.3f} ms, idle {:.3f} ms\n", g.rank_ids[u.rank], u.device,
-                     u.ops, us(u.busy_ns) / 1000, us(u.idle_ns) / 1000);
-  }
-  int64_t ops = 0, no_slack = 0;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n])) continue;
-    ++ops;
-    no_slack += a.slack_ns[n] == 0;
-  }
-  // Two different counts: the ops the extracted path runs through, and the ops
-  // that cannot grow without moving the step's end (a superset: an op that
-  // ends exactly when a blocking CPU call returns has no slack, but the path
-  // goes through the CPU call).
-  s += fmt::format("GPU ops on the critical path: {} of {}\n", gpu_ops_on_path(w, a), ops);
-  s += fmt::format("GPU ops with no slack: {} of {}\n", no_slack, ops);
-  if (g.stats.gpu_ops_without_launch > 0) {
-    s += fmt::format("note: {} GPU ops have no launch call in the step\n", g.stats.gpu_ops_without_launch);
-  }
-  // A trace without ProfilerStep (a vLLM capture, a profiler started by hand) is taken whole: say so, as the
-  // JSON's ranks[].step = -1 does.
-  int whole = 0;
-  std::string whole_first;
-  for (size_t r = 0; r < w.ranks.size() && r < w.steps.size(); ++r) {
-    if (w.steps[r] >= 0) continue;
-    if (whole++ == 0) whole_first = w.ranks[r].path;
-  }
-  if (whole > 0) {
-    s += fmt::format("note: no ProfilerStep in {}{}: the step is the profiler's whole window\n", whole_first,
-                     whole > 1 ? fmt::format(" and {} more rank file(s)", whole - 1) : std::string());
-  }
-  const graph::BuildStats& bs = g.stats;
-  if (bs.waiting_threads > 0) {
-    s += fmt::format(
-        "note: {} thread(s) that launch no GPU work (only wait) left out of the step's span and critical path"
-        "{}; e.g. {} (waiting_threads in import_stats of --json)\n",
-        bs.waiting_threads,
-        bs.waiting_thread_span_ns > 0 ? fmt::format(", {:.3f} ms of span", us(bs.waiting_thread_span_ns) / 1000) : "",
-        bs.waiting_thread_example);
-  }
-  if (bs.wait_frames > 0) {
-    s += fmt::format("note: {} blocked-wait frame(s) on working threads, {:.3f} ms, counted as waits, not CPU work; "
-                     "e.g. {}\n",
-                     bs.wait_frames, us(bs.wait_frame_ns) / 1000, bs.wait_frame_example);
-  }
-  if (bs.poll_query_loops + bs.poll_ranges > 0) {
-    s += fmt::format("note: {} host polling loop(s) ({} of event/stream queries, {} annotated ranges) wait on the GPU "
-                     "op they poll, {:.3f} ms; e.g. {}\n",
-                     bs.poll_query_loops + bs.poll_ranges, bs.poll_query_loops, bs.poll_ranges,
-                     us(bs.poll_wait_ns) / 1000, bs.poll_example);
-  }
-  if (bs.thread_flow_edges + bs.thread_waits > 0) {
-    s += fmt::format("note: {} forward -> backward dependencies across threads (fwdbwd flows){}\n", bs.thread_flow_edges,
-                     bs.thread_waits > 0 ? fmt::format("; {} thread(s) wait for the autograd thread, {:.3f} ms; e.g. {}",
-                                                       bs.thread_waits, us(bs.thread_wait_ns) / 1000, bs.thread_wait_example)
-                                         : std::string());
-  }
-  if (bs.queued_waits > 0) {
-    s += fmt::format("note: {} GPU op(s) of the step waited for work launched before it (an earlier step's, still "
-                     "queued on a GPU that runs behind its host), e.g. {}: the step is the loop's period, the longer "
-                     "of its host's span and the time from the first of them starting to its end (queued_waits in "
-                     "import_stats of --json)\n",
-                     bs.queued_waits, bs.queued_wait_example);
-  }
-  if (g.gpu_tail_loop) {
-    s += fmt::format("note: the step's GPU work runs {:.3f} ms past its host, into the next step's host time, as the "
-                     "step before's ran into this one without holding its host or its GPU ops: a loop that never "
-                     "waits on its GPU, whose step is the loop's period, the longer of its host's span and each GPU "
-                     "stream's span (gpu_tail_us in import_stats of --json)\n",
-                     us(bs.gpu_tail_ns) / 1000);
-  }
-  if (g.stats.edges_dropped_inconsistent > 0) {
-    s += fmt::format(
-        "note: {} dependencies were left out: the trace's own times contradict them (e.g. a kernel that "
-        "starts before its launch; see import_stats in --json)\n",
-        g.stats.edges_dropped_inconsistent);
-  }
-  return s;
-}
-
-namespace {
 std::string csv_quote(std::string_view text) {
   std::string q = "\"";
   for (char c : text) {

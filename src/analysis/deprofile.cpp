@@ -44,8 +44,10 @@ std::string stem_of(const std::string& path) {
 
 }  // namespace
 
-bool is_host_time(const Workload& w, NodeId n) {
-  switch (w.graph.kind[n]) {
+bool is_host_time(const Workload& w, NodeId n) { return is_host_time(w.graph, n); }
+
+bool is_host_time(const graph::Graph& g, NodeId n) {
+  switch (g.kind[n]) {
     case NodeKind::kCpuOp:
     case NodeKind::kCpuGap:
     case NodeKind::kRuntime:

@@ -1,5 +1,6 @@
 // MPI's world (include/emo/dist/dist.h): point-to-point messages of bytes with bounded waits. Built only
 // with EMO_HAVE_MPI; without it init() refuses a launch of several processes and the world is one.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -26,6 +27,9 @@
 namespace emo::dist {
 
 namespace {
+
+// Set when a wait for another process ended without its message (waits_failed()).
+std::atomic<bool> g_wait_failed{false};
 
 // The number of processes a launcher says it started (0: not started by one).
 int launched_size() {
@@ -93,9 +97,11 @@ class MpiComm final : public Comm {
         pause = std::chrono::microseconds(100);
         continue;
       }
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline) {
+        g_wait_failed = true;
         return make_error("", fmt::format("process 0 received nothing for {:g} s", timeout_s),
                           "a process is stuck or much slower than the others; EMO_MPI_TIMEOUT_S sets the wait");
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(5000));
     }
@@ -134,9 +140,11 @@ class MpiComm final : public Comm {
       const std::string who = from == MPI_ANY_SOURCE ? "any process" : fmt::format("process {}", from);
       if (rc != MPI_SUCCESS) return make_error("", fmt::format("waiting for {}: {}", who, mpi_text(rc)));
       if (flag) return st.MPI_SOURCE;
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline) {
+        g_wait_failed = true;
         return make_error("", fmt::format("{} sent nothing for {:g} s", from == MPI_ANY_SOURCE ? "no process" : who, timeout_s),
                           "a process is stuck or much slower than the others; EMO_MPI_TIMEOUT_S sets the wait");
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(5000));
     }
@@ -193,6 +201,8 @@ Comm* mpi_world() {
 }  // namespace detail
 
 bool built_with_mpi() { return EMO_HAVE_MPI != 0; }
+
+bool waits_failed() { return g_wait_failed.load(); }
 
 Status init(int* argc, char*** argv) {
   const int launched = launched_size();

@@ -219,15 +219,55 @@ Result<json> analyze_document(Session& s, bool per_kernel) {
   return analysis::to_json(**s.workload(), **an, per_kernel);
 }
 
+json whatif_document(const analysis::WhatIf& r) {
+  const double base = double(r.baseline_span_ns) / 1000.0, pred = double(r.predicted_span_ns) / 1000.0;
+  json j{{"baseline_span_us", base}, {"predicted_span_us", pred},
+         {"change_pct", base > 0 ? 100.0 * (pred - base) / base : 0.0}, {"matched_nodes", r.matched}};
+  if (r.topology) j["topology"] = analysis::to_json(*r.topology);
+  return j;
+}
+
 Result<json> whatif_document(Session& s, const std::vector<analysis::Scale>& scales,
                              const analysis::TopologyQuestion* topology) {
   auto r = s.what_if(scales, topology);
   if (!r) return r.error();
-  const double base = double((*r)->baseline_span_ns) / 1000.0, pred = double((*r)->predicted_span_ns) / 1000.0;
-  json j{{"baseline_span_us", base}, {"predicted_span_us", pred},
-         {"change_pct", base > 0 ? 100.0 * (pred - base) / base : 0.0}, {"matched_nodes", (*r)->matched}};
-  if ((*r)->topology) j["topology"] = analysis::to_json(*(*r)->topology);
-  return j;
+  return whatif_document(**r);
+}
+
+std::string whatif_text(const json& doc) {
+  const json* j = &doc;
+  const double base = (*j)["baseline_span_us"].get<double>(), pred = (*j)["predicted_span_us"].get<double>();
+  std::string out;
+  if (j->contains("topology")) {
+    const json& t = (*j)["topology"];
+    out += fmt::format("topology {}: {} collective(s) modeled, {} without a message size and {} unmatched kernel(s) "
+                       "kept as measured\n",
+                       t["file"].get<std::string>(), t["collectives_modeled"].get<int64_t>(),
+                       t["collectives_without_size"].get<int64_t>(), t["collective_kernels_unmatched"].get<int64_t>());
+    const std::string model =
+        t["recorded_file"].is_null() ? t["file"].get<std::string>() : t["recorded_file"].get<std::string>();
+    if (t["collectives_modeled"].get<int64_t>() > 0)
+      out += fmt::format("  model of {} against the measured transfers: median {:.1f} % off, worst {:.1f} %\n", model,
+                         t["median_error_pct"].get<double>(), t["worst_error_pct"].get<double>());
+    if (t["unmatched_modeled"].get<int64_t>() > 0)
+      out += fmt::format("  unmatched kernels (wait included) shorter than the model of {}: {} of {}\n", model,
+                         t["unmatched_faster_than_model"].get<int64_t>(), t["unmatched_modeled"].get<int64_t>());
+    for (const json& f : t["fitted_links"]) {
+      out += fmt::format("  fitted to the measured transfers: {} {:.1f} GB/s, {:.2f} us per step, {:.2f} us per "
+                         "collective ({} collectives, median {:.1f} % off)\n",
+                         f["link"].get<std::string>(), f["bandwidth_gb_s"].get<double>(), f["latency_us"].get<double>(),
+                         f["base_latency_us"].get<double>(), f["collectives"].get<int64_t>(),
+                         f["median_error_pct"].get<double>());
+    }
+    for (const json& k : t["by_kind"]) {
+      out += fmt::format("  {:<15} {:>6} x  measured {:>10.1f} us  modeled {:>10.1f} us  replayed {:>10.1f} us\n",
+                         k["kind"].get<std::string>(), k["count"].get<int64_t>(), k["measured_transfer_us"].get<double>(),
+                         k["modeled_transfer_us"].get<double>(), k["predicted_transfer_us"].get<double>());
+    }
+  }
+  out += fmt::format("step span: baseline {:.3f} ms -> predicted {:.3f} ms ({:+.2f} %)\n", base / 1000, pred / 1000,
+                     (*j)["change_pct"].get<double>());
+  return out;
 }
 
 Result<json> pack_document(Session& s, bool all, int fidelity_mhz) {
@@ -501,38 +541,7 @@ std::unique_ptr<View> whatif_text(std::vector<analysis::Scale> scales,
                                      Session& s) -> Result<std::string> {
     auto j = whatif_document(s, scales, topology ? &*topology : nullptr);
     if (!j) return j.error();
-    const double base = (*j)["baseline_span_us"].get<double>(), pred = (*j)["predicted_span_us"].get<double>();
-    std::string out;
-    if (j->contains("topology")) {
-      const json& t = (*j)["topology"];
-      out += fmt::format("topology {}: {} collective(s) modeled, {} without a message size and {} unmatched kernel(s) "
-                         "kept as measured\n",
-                         t["file"].get<std::string>(), t["collectives_modeled"].get<int64_t>(),
-                         t["collectives_without_size"].get<int64_t>(), t["collective_kernels_unmatched"].get<int64_t>());
-      const std::string model =
-          t["recorded_file"].is_null() ? t["file"].get<std::string>() : t["recorded_file"].get<std::string>();
-      if (t["collectives_modeled"].get<int64_t>() > 0)
-        out += fmt::format("  model of {} against the measured transfers: median {:.1f} % off, worst {:.1f} %\n", model,
-                           t["median_error_pct"].get<double>(), t["worst_error_pct"].get<double>());
-      if (t["unmatched_modeled"].get<int64_t>() > 0)
-        out += fmt::format("  unmatched kernels (wait included) shorter than the model of {}: {} of {}\n", model,
-                           t["unmatched_faster_than_model"].get<int64_t>(), t["unmatched_modeled"].get<int64_t>());
-      for (const json& f : t["fitted_links"]) {
-        out += fmt::format("  fitted to the measured transfers: {} {:.1f} GB/s, {:.2f} us per step, {:.2f} us per "
-                           "collective ({} collectives, median {:.1f} % off)\n",
-                           f["link"].get<std::string>(), f["bandwidth_gb_s"].get<double>(), f["latency_us"].get<double>(),
-                           f["base_latency_us"].get<double>(), f["collectives"].get<int64_t>(),
-                           f["median_error_pct"].get<double>());
-      }
-      for (const json& k : t["by_kind"]) {
-        out += fmt::format("  {:<15} {:>6} x  measured {:>10.1f} us  modeled {:>10.1f} us  replayed {:>10.1f} us\n",
-                           k["kind"].get<std::string>(), k["count"].get<int64_t>(), k["measured_transfer_us"].get<double>(),
-                           k["modeled_transfer_us"].get<double>(), k["predicted_transfer_us"].get<double>());
-      }
-    }
-    out += fmt::format("step span: baseline {:.3f} ms -> predicted {:.3f} ms ({:+.2f} %)\n", base / 1000, pred / 1000,
-                       (*j)["change_pct"].get<double>());
-    return out;
+    return whatif_text(*j);
   });
 }
 

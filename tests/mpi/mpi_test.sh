@@ -57,6 +57,7 @@ for fam in train-dp train-pp train-tp; do
   done
 done
 
+dp_files=("$tmp/train-dp"/*.json)
 # A folder of rank files: every process lists it alike (the shards are of the same files).
 mpi 4 analyze "$tmp/train-tp" --per-kernel --json "$tmp/tp.dir.np4.json" >/dev/null 2>&1 || fail "analyze DIR with 4 processes"
 same_json "train-tp analyze DIR np=4" "$tmp/train-tp.1.json" "$tmp/tp.dir.np4.json"
@@ -84,10 +85,41 @@ mpi 2 whatif "${files[@]}" --topology "$tmp/no-such-topology.json" >/dev/null 2>
 rc=$?
 if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; else fail "whatif --topology missing file under mpirun: rc $rc"; cat "$tmp/wt.err"; fi
 
-# ---- the text goes out once, from process 0 ----
+# ---- the text and the warnings go out once, from process 0, as one process's ----
 mpi 4 analyze "${files[@]}" >"$tmp/text.out" 2>"$tmp/text.err" || fail "analyze text with 4 processes"
 n=$(grep -c '^step span' "$tmp/text.out")
 [ "$n" = 1 ] && ok || fail "the summary is printed $n times (want once)"
+# A step with doubts on every rank (kernels the profiler lost, another one on each rank; rank 2 on another
+# ProfilerStep): the same text on stdout and the same warnings on stderr at P = 1, 2 and 3.
+python3 - "$tmp/doubts" "${dp_files[@]:0:3}" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+for r, path in enumerate(sys.argv[2:]):
+    t = json.load(open(path))
+    kept, kernels = [], 0
+    for e in t["traceEvents"]:
+        if e.get("cat") == "kernel":
+            kernels += 1
+            if kernels % 4 == r + 1:
+                continue
+        if r == 2 and str(e.get("name", "")).startswith("ProfilerStep#"):
+            e["name"] = "ProfilerStep#%d" % (int(e["name"].split("#")[1]) + 7)
+        kept.append(e)
+    t["traceEvents"] = kept
+    json.dump(t, open(os.path.join(out, "rank%d.json" % r), "w"))
+PY
+"$emo" analyze "$tmp/doubts" >"$tmp/doubts.1.out" 2>"$tmp/doubts.1.err" || fail "doubts: analyze in one process"
+grep -q '^warning: .*launch calls have no GPU activity' "$tmp/doubts.1.err" && ok || fail "doubts: no lost-launch warning"
+for np in 1 2 3; do
+  mpi "$np" analyze "$tmp/doubts" >"$tmp/doubts.np$np.out" 2>"$tmp/doubts.np$np.err" || fail "doubts: analyze with $np processes"
+  if cmp -s "$tmp/doubts.1.out" "$tmp/doubts.np$np.out"; then ok; else fail "doubts np=$np: the text differs"; diff "$tmp/doubts.1.out" "$tmp/doubts.np$np.out" | head; fi
+  if cmp -s "$tmp/doubts.1.err" "$tmp/doubts.np$np.err"; then ok; else fail "doubts np=$np: the warnings differ"; diff "$tmp/doubts.1.err" "$tmp/doubts.np$np.err" | head; fi
+done
+# whatif's text and warnings, each process replaying its part.
+"$emo" whatif "$tmp/doubts" --scale 'gemm=1.5' --scale 'cat:host=0.5' >"$tmp/wd.1.out" 2>"$tmp/wd.1.err" || fail "doubts: whatif in one process"
+mpi 3 whatif "$tmp/doubts" --scale 'gemm=1.5' --scale 'cat:host=0.5' >"$tmp/wd.np3.out" 2>"$tmp/wd.np3.err" || fail "doubts: whatif with 3 processes"
+if cmp -s "$tmp/wd.1.out" "$tmp/wd.np3.out" && cmp -s "$tmp/wd.1.err" "$tmp/wd.np3.err"; then ok; else fail "doubts whatif np=3 differs"; diff "$tmp/wd.1.out" "$tmp/wd.np3.out"; diff "$tmp/wd.1.err" "$tmp/wd.np3.err" | head; fi
 
 # ---- ../shared's 8-rank DLRM step ----
 dlrm="$shared/traces/param/et_replay/tests/inputs/extracted/dlrm_kineto"
@@ -139,8 +171,15 @@ json.dump(t, open(sys.argv[2], "w"))
 PY
 one_error "another world size" "world_size 16 is not the world_size 8" 4 analyze "${dp[0]}" "$tmp/other_world.json" "${dp[@]:2}"
 one_error "a step no rank has" "999" 4 analyze "${dp[@]}" --step 999
+one_error "a scale that matches nothing" "matches no node of the step" 4 whatif "${dp[@]}" --scale 'no such kernel=2'
 one_error "standard input under MPI" "standard input cannot be shared" 2 analyze - "${dp[0]}"
 one_error "an output that cannot be written" "cannot write" 4 analyze "${dp[@]}" --kernels-csv /nonexistent-dir/x.csv
+# The same where every process builds its part (--json alone): process 0 stops the others before the reading.
+start=$SECONDS
+mpi 4 analyze "${dp[@]}" --json /nonexistent-dir/x.json >/dev/null 2>"$tmp/nojson.err"
+rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^error:' "$tmp/nojson.err")" = 1 ] && grep -q '^error: .*cannot write' "$tmp/nojson.err" &&
+  [ $((SECONDS - start)) -lt 50 ]; then ok; else fail "--json that cannot be written under mpirun: exit $rc"; cat "$tmp/nojson.err"; fi
 
 # A process that is stuck: the wait ends with an error within EMO_MPI_TIMEOUT_S.
 mkfifo "$tmp/stuck.json"

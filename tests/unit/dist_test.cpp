@@ -13,21 +13,13 @@
 #include "emo/base/stats.h"
 #include "emo/dist/dist.h"
 #include "emo/synth/synth.h"
+#include "load_cases.h"
 #include "test_util.h"
 
 namespace emo {
 namespace {
 
-std::vector<std::string> synth_files(const std::string& tag, synth::Workload wl, int ranks) {
-  synth::Options o;
-  o.workload = wl;
-  o.ranks = ranks;
-  o.layers = 2;
-  std::vector<std::string> files;
-  Status st = synth::write_traces(o, test::temp_dir(tag), &files);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
-  return files;
-}
+using test::synth_files;
 
 // The analyze JSON with every kernel: what the step is, as one string.
 std::string fingerprint(const analysis::Workload& w) {
@@ -188,23 +180,7 @@ TEST(Dist, AProcessOtherThanTheFirstServesItsShardAndAssemblesNothing) {
 TEST(Dist, ShardedErrorsAreTheErrorsOfOneProcess) {
   auto files = synth_files("dist_errors", synth::Workload::kTrainDP, 4);
   ASSERT_EQ(files.size(), 4u);
-  const std::string dir = std::filesystem::path(files[0]).parent_path().string();
-  struct Case {
-    std::string name;
-    std::vector<std::string> paths;
-    analysis::LoadOptions options;
-  };
-  std::vector<Case> cases;
-  // A missing file in the last shard, and an earlier one that is not JSON: the earlier is said.
-  cases.push_back({"missing", {files[0], files[1], files[2], dir + "/absent.json"}, {}});
-  cases.push_back({"two bad", {files[0], test::write(dir, "bad.json", "{\"traceEvents\": [oops"), files[2],
-                               dir + "/absent.json"}, {}});
-  // The same rank twice (files of two processes), and a step none of them has.
-  cases.push_back({"same rank", {files[0], files[1], files[2], files[1]}, {}});
-  analysis::LoadOptions no_step;
-  no_step.step = 999;
-  cases.push_back({"no such step", files, no_step});
-  for (const Case& c : cases) {
+  for (const test::LoadCase& c : test::load_error_cases(files)) {
     auto one = analysis::load(c.paths, c.options);
     ASSERT_FALSE(one.ok()) << c.name;
     for (int size : {2, 3, 4}) {

@@ -56,6 +56,8 @@ std::optional<int> serve_if_worker(const std::vector<std::string>& traces, const
 
 int end_run(int rc) {
   dist::Comm& world = dist::world();
+  // A wait that ran out (a process stuck, or much slower): the processes may wait on each other; end them.
+  if (world.size() > 1 && world.is_root() && rc != kExitOk && dist::waits_failed()) dist::abort_run(rc);
   if (world.size() < 2 || !world.is_root() || !g_noted) return rc;
   // A failure before the traces were read leaves the others' shards unreceived: drain them, else end the
   // run (no process is left waiting).

@@ -4,6 +4,7 @@
 #include "cli_common.h"
 #include "emo/base/file_util.h"
 #include "emo/analysis/analysis.h"
+#include "emo/dist/dist.h"
 #include "session_flags.h"
 
 namespace emo::cli {
@@ -20,6 +21,32 @@ struct AnalyzeArgs {
   bool cpu_ops_as_kernels = false;
   bool deprofile = false;
 };
+
+// Under mpirun: every process reads its shard and builds, replays and analyzes its part of the step
+// (analysis::load_part, analyze_part); process 0 writes what one process would (analysis::report_part). The
+// CSVs and --deprofile take the whole step: those runs assemble it on process 0 instead.
+bool in_parts(const AnalyzeArgs& args) {
+  return dist::world().size() > 1 && !args.deprofile && args.kernels_csv.empty() && args.path_csv.empty();
+}
+
+int analyze_in_parts(const AnalyzeArgs& args, const analysis::LoadOptions& load) {
+  dist::Comm& world = dist::world();
+  const Status outputs = world.is_root() ? check_outputs(args.traces, {{"--json", args.json_out}}) : Status{};
+  auto w = analysis::load_part(args.traces, load, world, outputs);
+  if (!w.ok()) return fail(w.error());
+  auto a = analysis::analyze_part(w->part, world);
+  if (!a.ok()) return fail(a.error());
+  auto r = analysis::report_part(*w, *a, args.per_kernel, world);
+  if (!r.ok()) return fail(r.error());
+  if (!world.is_root()) return kExitOk;
+  for (const std::string& text : r->warnings) warn(text);
+  if (!args.json_out.empty()) {
+    if (Status st = write_file_atomic(args.json_out, r->json.dump(1) + "\n"); !st.ok()) return fail(st.error());
+    if (args.json_out == "-") return kExitOk;
+  }
+  std::fputs(r->text.c_str(), stdout);
+  return kExitOk;
+}
 }  // namespace
 
 void add_analyze(CLI::App& root, Action& action) {
@@ -47,6 +74,7 @@ void add_analyze(CLI::App& root, Action& action) {
       o.load.build.split_collectives = !args->no_split;
       o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
       o.load.deprofile = args->deprofile;
+      if (in_parts(*args)) return analyze_in_parts(*args, o.load);
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);

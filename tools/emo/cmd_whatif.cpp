@@ -7,6 +7,8 @@
 #include "emo/base/file_util.h"
 #include "session_flags.h"
 #include "emo/analysis/analysis.h"
+#include "emo/dist/dist.h"
+#include "emo/report/views.h"
 
 namespace emo::cli {
 
@@ -19,6 +21,37 @@ struct WhatIfArgs {
   std::string topology, recorded_topology;
   bool deprofile = false;
 };
+
+// Under mpirun, a what-if of scales alone: every process selects among and replays its part of the step
+// (analysis::load_part, what_if_part); process 0 writes what one process would. --topology and --deprofile
+// take the whole step: those runs assemble it on process 0.
+bool in_parts(const WhatIfArgs& args) {
+  return dist::world().size() > 1 && args.topology.empty() && !args.deprofile;
+}
+
+int whatif_in_parts(const WhatIfArgs& args, const std::vector<analysis::Scale>& scales,
+                    const analysis::LoadOptions& load) {
+  dist::Comm& world = dist::world();
+  const Status outputs = world.is_root() ? check_outputs(args.traces, {{"--json", args.json_out}}) : Status{};
+  auto w = analysis::load_part(args.traces, load, world, outputs);
+  if (!w.ok()) return fail(w.error());
+  auto r = analysis::what_if_part(*w, scales, world);
+  if (!r.ok()) return fail(r.error());
+  // The doubts about the step, as one process says them.
+  auto a = analysis::analyze_part(w->part, world);
+  if (!a.ok()) return fail(a.error());
+  auto step = analysis::report_part(*w, *a, false, world);
+  if (!step.ok()) return fail(step.error());
+  if (!world.is_root()) return kExitOk;
+  for (const std::string& text : step->warnings) warn(text);
+  const nlohmann::json doc = report::whatif_document(*r);
+  if (!args.json_out.empty()) {
+    if (Status st = write_file_atomic(args.json_out, doc.dump(1) + "\n"); !st.ok()) return fail(st.error());
+    if (args.json_out == "-") return kExitOk;
+  }
+  std::fputs(report::whatif_text(doc).c_str(), stdout);
+  return kExitOk;
+}
 }  // namespace
 
 void add_whatif(CLI::App& root, Action& action) {
@@ -62,6 +95,7 @@ void add_whatif(CLI::App& root, Action& action) {
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.deprofile = args->deprofile;
+      if (in_parts(*args)) return whatif_in_parts(*args, scales, o.load);
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       // Read on process 0 alone (the others only serve their shards; a failure here drains them).
       std::optional<analysis::TopologyQuestion> topology;

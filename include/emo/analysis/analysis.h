@@ -82,6 +82,25 @@ Status drain_shards(const std::vector<std::string>& paths, dist::Comm& comm);
 // The same from traces already read (tests, other front ends).
 Result<Workload> assemble(std::vector<trace::RankTrace> ranks, const LoadOptions& options);
 
+// One process's part of the step in a run of several (DESIGN.md §9, docs/mpi.md): the ranks it builds, a
+// contiguous part of them in rank order, and the part of the step's graph it built of them.
+struct WorkloadPart {
+  std::vector<trace::RankTrace> ranks;  // this process's ranks, in rank order
+  std::vector<int64_t> steps;           // the step used per rank of `ranks` (-1: whole trace)
+  int64_t events = 0;                   // events kept across every process's ranks
+  graph::GraphPart part;
+};
+// load() without the step assembled anywhere: every process of `comm` calls it with the same paths; each
+// reads its shard of the files (process 0's split by bytes), every process learns every file's header (its
+// rank, world size, step, events, or its error), so that each says the error one process would (the first
+// file that cannot be read, then the checks across ranks, then a step a rank lacks); then each takes a
+// contiguous part of the ranks in rank order of about equal events (a trace another process read is
+// moved to it) and builds its part of the graph (graph::build_part). Not with options.deprofile (an Error:
+// its cost model takes the whole step). Process 0 checks the paths (and `before`, what it checked first:
+// the outputs) and where it fails, says so to the others, which stop at once with an Error of their own.
+Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
+                               const Status& before = {});
+
 struct GpuUsage {
   uint32_t rank = 0;
   int32_t device = 0;
@@ -213,6 +232,15 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);
 // The summary `emo analyze` prints; its warnings are import_warnings(), printed
 // apart (stderr), not in this text.
 std::string to_text(const Workload& w, const Analysis& a);
+// What `emo analyze` says of the step, from the parts of a run (load_part, analyze_part): on process 0,
+// to_json(), to_text() and step_warnings() of the whole step, the same bytes (each process's facts are
+// gathered there: its ranks, its path ops, its slack counts, its doubts); empty on the others.
+struct StepReport {
+  nlohmann::json json;
+  std::string text;
+  std::vector<std::string> warnings;
+};
+Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, bool per_kernel, dist::Comm& comm);
 // CSV: one row per GPU op (rank, stream, name, start_us, dur_us, slack_us, critical).
 std::string kernels_csv(const Workload& w, const Analysis& a);
 
@@ -245,8 +273,16 @@ struct TopologyQuestion {
 Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales,
                        const TopologyQuestion* topology = nullptr);
 
+// what_if() over the processes of a run, each with its part of the step (load_part; every process calls it
+// with the same scales): each selects among its own nodes, a collective kernel's scale goes to the process
+// that holds its collective, the matches are summed, and both replays are shared (emo/replay/distributed.h).
+// The same WhatIf on every process as what_if() of the whole step; no topology.
+Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& scales, dist::Comm& comm);
+
 // Category of a node as `cat:NAME` sees it: kernel, gpu_memcpy, gpu_memset,
 // nccl, cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap.
 std::string node_category(const Workload& w, graph::NodeId n);
+// The same for a node of `g`, the graph of `ranks` (a process's part: its ranks).
+std::string node_category(const graph::Graph& g, const std::vector<trace::RankTrace>& ranks, graph::NodeId n);
 
 }  // namespace emo::analysis

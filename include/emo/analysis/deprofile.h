@@ -34,6 +34,7 @@ Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int
 // Whether node `n` is host time the profiler inflates (its category as `whatif --scale cat:` sees it:
 // cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap).
 bool is_host_time(const Workload& w, graph::NodeId n);
+bool is_host_time(const graph::Graph& g, graph::NodeId n);
 
 // The step replayed with every host node's duration x `host_scale`, in ns.
 int64_t replay_with_host_scale(const Workload& w, double host_scale);

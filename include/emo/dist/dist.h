@@ -1,7 +1,9 @@
 // The processes of one run (DESIGN.md §9, docs/mpi.md). Under `mpirun -np P emo analyze|whatif|pack|
-// optimize|evaluate|run TRACE...` each process reads a contiguous shard of the rank files, restricts
-// them to the step and hands the compact tables to process 0, which assembles the step and runs the
-// rest of the pipeline; only process 0 prints and writes. Without MPI, or without a launcher, the
+// optimize|evaluate|run TRACE...` each process reads a contiguous shard of the rank files and restricts
+// them to the step. `analyze` and `whatif --scale` keep each process's part of the ranks where it is: each
+// builds, replays and analyzes its part (analysis::load_part) and process 0 joins what they report; the
+// other subcommands hand the compact tables to process 0, which assembles the step and runs the rest of
+// the pipeline. Only process 0 prints and writes. Without MPI, or without a launcher, the
 // world is this process alone and nothing changes.
 //
 // Every wait is bounded (timeout_s()); a process that cannot go on ends the run with one `error:`
@@ -52,6 +54,9 @@ Status init(int* argc, char*** argv);
 // Ends MPI where init() started it (after the last message).
 void finalize();
 bool built_with_mpi();
+// Whether a wait of this process for another's message under MPI ran out (the other may be stuck, and
+// the others may wait on this one: a run that failed so must be aborted, not finalized).
+bool waits_failed();
 // Ends every process of the run now with `code` (MPI_Abort; std::exit in one process): for a run where a
 // process may be left waiting on another.
 [[noreturn]] void abort_run(int code);

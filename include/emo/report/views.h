@@ -33,6 +33,9 @@ class View {
 // `emo analyze --json` (DESIGN.md §6): events, nodes, edges, ranks, the replay check, the critical path,
 // slack, GPUs, import_stats; `per_kernel` adds every GPU op.
 Result<nlohmann::json> analyze_document(session::Session& s, bool per_kernel);
+// `emo whatif --json` of an answer, and the text `emo whatif` prints of that document.
+nlohmann::json whatif_document(const analysis::WhatIf& r);
+std::string whatif_text(const nlohmann::json& whatif_document);
 // `emo whatif --json`: baseline_span_us, predicted_span_us, change_pct, matched_nodes.
 // With a topology, also `topology` (analysis::to_json(TopologyReport)).
 Result<nlohmann::json> whatif_document(session::Session& s, const std::vector<analysis::Scale>& scales,

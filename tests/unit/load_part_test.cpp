@@ -1,0 +1,293 @@
+// The step read and analyzed over the processes of a run without assembling it anywhere (analysis::load_part,
+// analyze_part, report_part), over dist::local_world (one thread per process): what process 0 reports — the
+// analyze JSON with every kernel, the text, the warnings — must be the same bytes as one process's load(),
+// analyze() and to_json()/to_text()/step_warnings(), at any number of processes (more than there are
+// ranks included), with the files in any order; and every error must be the one one process says.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "emo/analysis/analysis.h"
+#include "emo/dist/dist.h"
+#include "emo/synth/synth.h"
+#include "load_cases.h"
+#include "test_util.h"
+
+namespace emo {
+namespace {
+
+using test::synth_files;
+
+struct PartsRun {
+  std::vector<Status> statuses;  // per process
+  analysis::StepReport report;   // process 0's
+  std::vector<std::vector<int>> ranks;  // per process, the ranks it built
+};
+
+PartsRun run_parts(const std::vector<std::string>& paths, const analysis::LoadOptions& o, int size,
+              const Status& before = {}) {
+  auto comms = dist::local_world(size);
+  PartsRun out;
+  out.statuses.resize(size_t(size));
+  out.ranks.resize(size_t(size));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < size; ++p) {
+    threads.emplace_back([&, p] {
+      dist::Comm& comm = *comms[size_t(p)];
+      auto w = analysis::load_part(paths, o, comm, p == 0 ? before : Status{});
+      if (!w) {
+        out.statuses[size_t(p)] = w.error();
+        return;
+      }
+      for (const auto& t : w->ranks) out.ranks[size_t(p)].push_back(t.rank);
+      auto a = analysis::analyze_part(w->part, comm);
+      if (!a) {
+        out.statuses[size_t(p)] = a.error();
+        return;
+      }
+      auto r = analysis::report_part(*w, *a, true, comm);
+      if (!r) {
+        out.statuses[size_t(p)] = r.error();
+        return;
+      }
+      if (p == 0) out.report = std::move(*r);
+      else if (!r->text.empty() || !r->json.is_null()) out.statuses[size_t(p)] = make_error("", "reported on a process other than 0");
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+void expect_reports_of_one_process(const std::vector<std::string>& paths, const std::string& what,
+                                   std::initializer_list<int> sizes, const analysis::LoadOptions& o = {}) {
+  auto one = analysis::load(paths, o);
+  ASSERT_TRUE(one.ok()) << what << ": " << one.error().message();
+  const analysis::Analysis a = analysis::analyze(*one);
+  const std::string json = analysis::to_json(*one, a, true).dump(1);
+  const std::string text = analysis::to_text(*one, a);
+  const std::vector<std::string> warnings = analysis::step_warnings(*one, a);
+  for (int size : sizes) {
+    const PartsRun run = run_parts(paths, o, size);
+    for (int p = 0; p < size; ++p) {
+      ASSERT_TRUE(run.statuses[size_t(p)].ok()) << what << ", P = " << size << ", process " << p << ": "
+                                                << run.statuses[size_t(p)].error().message();
+    }
+    // Each process builds a contiguous run of the ranks, in rank order, process p's before process p + 1's.
+    std::vector<int> all;
+    for (const auto& r : run.ranks) all.insert(all.end(), r.begin(), r.end());
+    std::vector<int> want;
+    for (const auto& t : one->ranks) want.push_back(t.rank);
+    EXPECT_EQ(all, want) << what << ", P = " << size;
+    EXPECT_EQ(run.report.json.dump(1), json) << what << ", P = " << size;
+    EXPECT_EQ(run.report.text, text) << what << ", P = " << size;
+    EXPECT_EQ(run.report.warnings, warnings) << what << ", P = " << size;
+  }
+}
+
+TEST(LoadPart, TheReportsOfTheSyntheticFamiliesAreOneProcesss) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    auto files = synth_files(std::string("load_part_") + synth::workload_name(wl), wl, 4);
+    ASSERT_EQ(files.size(), 4u);
+    std::rotate(files.begin(), files.begin() + 1, files.end());  // file order is not rank order: traces move
+    // P = 6: two processes without a rank.
+    expect_reports_of_one_process(files, synth::workload_name(wl), {1, 2, 3, 4, 6});
+  }
+}
+
+// A step with doubts on every rank: rank 2's step another ProfilerStep than the others', and kernels the
+// profiler lost on every rank (launch calls without their GPU op): the warnings that compare ranks with the
+// first and the example of the first lost launch (rank 0's, not a later process's) are one process's.
+TEST(LoadPart, WarningsAcrossRanksAreOneProcesss) {
+  auto files = synth_files("load_part_doubts", synth::Workload::kTrainDP, 3);
+  ASSERT_EQ(files.size(), 3u);
+  const std::string dir = std::filesystem::path(files[0]).parent_path().string();
+  auto w = analysis::load({files[2]}, {});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const std::string step = "ProfilerStep#" + std::to_string(w->steps[0]);
+  const std::string later = "ProfilerStep#" + std::to_string(w->steps[0] + 7);
+  for (size_t r = 0; r < files.size(); ++r) {
+    nlohmann::json j = nlohmann::json::parse(test::slurp(files[r]));
+    nlohmann::json kept = nlohmann::json::array();
+    int kernels = 0;
+    for (auto& e : j["traceEvents"]) {
+      if (e.value("cat", "") == "kernel" && kernels++ % 4 == int(r) + 1) continue;  // lost: another on each rank
+      if (r == 2 && e.value("name", "") == step) e["name"] = later;
+      kept.push_back(std::move(e));
+    }
+    j["traceEvents"] = std::move(kept);
+    files[r] = test::write(dir, "doubtful_rank" + std::to_string(r) + ".json", j.dump());
+  }
+  auto one = analysis::load(files, {});
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  const std::vector<std::string> said = analysis::step_warnings(*one, analysis::analyze(*one));
+  const auto says = [&](const std::string& text) {
+    return std::any_of(said.begin(), said.end(), [&](const std::string& x) { return x.find(text) != std::string::npos; });
+  };
+  ASSERT_TRUE(says("not one iteration")) << "the test's step does not differ";
+  ASSERT_TRUE(says("launch calls have no GPU activity")) << "the test's kernels are not missed";
+  expect_reports_of_one_process(files, "doubtful ranks", {1, 2, 3});
+}
+
+// Five one-rank jobs of different models given as one run (TraceLens's H100 samples): the ranks form groups
+// that share no collective, captured hours apart.
+TEST(LoadPart, UnrelatedRealRanksWarnAsOneProcess) {
+  EMO_REQUIRE_SHARED(dir, "traces/tracelens/tests/traces/h100");
+  auto files = analysis::expand_trace_paths({dir});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  expect_reports_of_one_process(*files, "tracelens h100", {2, 3, 5});
+}
+
+TEST(LoadPart, TheEightRankDlrmStepIsOneProcesss) {
+  EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
+  auto files = analysis::expand_trace_paths({dir});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  expect_reports_of_one_process(*files, "dlrm", {2, 3, 8});
+}
+
+// Real one-rank loops (queued ops; a free GPU tail), with a process that holds no rank.
+TEST(LoadPart, RealLoopsAreOneProcesss) {
+  EMO_REQUIRE_SHARED(queued, "traces/hta/tests/data/negative_queue_length_values_check/rank0.json.gz");
+  EMO_REQUIRE_SHARED(tail, "traces/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz");
+  for (const std::string& path : {queued, tail}) expect_reports_of_one_process({path}, path, {1, 2});
+}
+
+// what_if_part on every process against one process's what_if(): the spans, the matches, and the errors.
+void expect_what_ifs_of_one_process(const std::vector<std::string>& paths, const std::string& what,
+                                    const std::vector<std::vector<std::string>>& asks, std::initializer_list<int> sizes) {
+  auto one = analysis::load(paths, {});
+  ASSERT_TRUE(one.ok()) << what << ": " << one.error().message();
+  for (const auto& ask : asks) {
+    std::vector<analysis::Scale> scales;
+    std::string named;
+    for (const std::string& text : ask) {
+      auto sc = analysis::parse_scale(text);
+      ASSERT_TRUE(sc.ok()) << text;
+      scales.push_back(*sc);
+      named += " " + text;
+    }
+    auto want = analysis::what_if(*one, scales);
+    for (int size : sizes) {
+      auto comms = dist::local_world(size);
+      std::vector<Result<analysis::WhatIf>> got(size_t(size), make_error("", "not run"));
+      std::vector<std::thread> threads;
+      for (int p = 0; p < size; ++p) {
+        threads.emplace_back([&, p] {
+          auto w = analysis::load_part(paths, {}, *comms[size_t(p)]);
+          if (!w) {
+            got[size_t(p)] = w.error();
+            return;
+          }
+          got[size_t(p)] = analysis::what_if_part(*w, scales, *comms[size_t(p)]);
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int p = 0; p < size; ++p) {
+        const auto& r = got[size_t(p)];
+        const std::string where = what + named + ", P = " + std::to_string(size) + ", process " + std::to_string(p);
+        ASSERT_EQ(r.ok(), want.ok()) << where << ": " << (r.ok() ? want.error().message() : r.error().message());
+        if (!want.ok()) {
+          EXPECT_EQ(r.error().message(), want.error().message()) << where;
+          continue;
+        }
+        EXPECT_EQ(r->baseline_span_ns, want->baseline_span_ns) << where;
+        EXPECT_EQ(r->predicted_span_ns, want->predicted_span_ns) << where;
+        EXPECT_EQ(r->matched, want->matched) << where;
+      }
+    }
+  }
+}
+
+// Kernels by name, collective kernels (whose transfer lies on a collective another process may hold), a
+// stream, categories and the host; overlapping scales (the last that matches a node wins); and the errors
+// in their order: a scale that matches nothing before a later malformed one.
+TEST(LoadPart, WhatIfsAreOneProcesss) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    auto files = synth_files(std::string("load_part_whatif_") + synth::workload_name(wl), wl, 4);
+    auto one = analysis::load(files, {});
+    ASSERT_TRUE(one.ok());
+    ASSERT_GT(one->graph.stats.collectives_matched, 0);
+    int stream = -1;
+    for (const auto& lane : one->graph.lanes) {
+      if (lane.gpu) stream = lane.stream;
+    }
+    // Ranks 2 and 3's collective kernels renamed: a scale of them alone reaches collectives that rank 0's
+    // process holds.
+    const std::string dir = std::filesystem::path(files[0]).parent_path().string();
+    for (size_t r = 2; r < files.size(); ++r) {
+      nlohmann::json j = nlohmann::json::parse(test::slurp(files[r]));
+      for (auto& e : j["traceEvents"]) {
+        const std::string name = e.value("name", "");
+        if (e.value("cat", "") == "kernel" && name.find("nccl") != std::string::npos) e["name"] = name + "_late";
+      }
+      files[r] = test::write(dir, "renamed_rank" + std::to_string(r) + ".json", j.dump());
+    }
+    one = analysis::load(files, {});
+    ASSERT_TRUE(one.ok());
+    ASSERT_GT(one->graph.stats.collectives_matched, 0);
+    const std::vector<std::vector<std::string>> asks = {
+        {"nccl=3"},
+        {"_late$=3"},
+        {"nccl=0.5", "_late$=4"},
+        {"gemm|Gemm|sm90=1.5", "nccl=0.25", "cat:host=0.5"},
+        {".=2", "nccl=1"},  // every GPU op twice as long, the collectives' transfers as measured
+        {"stream:" + std::to_string(stream) + "=0.5", "cat:cpu_op=2", "cat:cuda_runtime=0"},
+        {"no such kernel anywhere=2", "(unclosed=2"},
+        {"nccl=2", "(unclosed=2"},
+    };
+    expect_what_ifs_of_one_process(files, synth::workload_name(wl), asks, {1, 2, 3, 5});
+  }
+}
+
+TEST(LoadPart, WhatIfsOnTheEightRankDlrmStepAreOneProcesss) {
+  EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
+  auto files = analysis::expand_trace_paths({dir});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  expect_what_ifs_of_one_process(*files, "dlrm", {{"nccl=2"}, {".=0.5", "cat:host=2"}}, {2, 8});
+}
+
+// Process 0 says the error one process says, wherever the bad file lies; every other process fails too (a
+// file that cannot be read or a check across ranks with the same error; where process 0 stops before the
+// reading, at once).
+TEST(LoadPart, ErrorsAreOneProcesssOnEveryProcess) {
+  auto files = synth_files("load_part_errors", synth::Workload::kTrainDP, 4);
+  ASSERT_EQ(files.size(), 4u);
+  for (const test::LoadCase& c : test::load_error_cases(files)) {
+    auto one = analysis::load(c.paths, c.options);
+    ASSERT_FALSE(one.ok()) << c.name;
+    for (int size : {1, 2, 3, 5}) {
+      const PartsRun run = run_parts(c.paths, c.options, size);
+      for (int p = 0; p < size; ++p) ASSERT_FALSE(run.statuses[size_t(p)].ok()) << c.name << " over " << size << ", process " << p;
+      EXPECT_EQ(run.statuses[0].error().message(), one.error().message()) << c.name << " over " << size;
+      EXPECT_EQ(run.statuses[0].error().note, one.error().note) << c.name << " over " << size;
+      if (c.name != "same file twice") {  // read, then checked on every process
+        for (int p = 1; p < size; ++p) EXPECT_EQ(run.statuses[size_t(p)].error().message(), one.error().message()) << c.name;
+      }
+    }
+  }
+  analysis::LoadOptions deprofile;
+  deprofile.deprofile = true;
+  const PartsRun run = run_parts(files, deprofile, 2);
+  ASSERT_FALSE(run.statuses[0].ok());
+  EXPECT_NE(run.statuses[0].error().what.find("--deprofile"), std::string::npos);
+  ASSERT_FALSE(run.statuses[1].ok());
+  // Process 0's own check before the reading (an output it cannot write): the others stop without waiting.
+  ::setenv("EMO_MPI_TIMEOUT_S", "30", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const PartsRun stopped = run_parts(files, {}, 3, make_error("--json", "cannot be written"));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::unsetenv("EMO_MPI_TIMEOUT_S");
+  ASSERT_FALSE(stopped.statuses[0].ok());
+  EXPECT_EQ(stopped.statuses[0].error().where, "--json");
+  for (int p = 1; p < 3; ++p) {
+    ASSERT_FALSE(stopped.statuses[size_t(p)].ok());
+    EXPECT_NE(stopped.statuses[size_t(p)].error().what.find("process 0 ended the run"), std::string::npos);
+  }
+  EXPECT_LT(waited, 30.0) << "the others waited for process 0's plan to the timeout";
+}
+
+}  // namespace
+}  // namespace emo
