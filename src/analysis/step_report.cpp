@@ -370,7 +370,27 @@ std::vector<RankFacts> rank_facts(const Piece& p) {
   return out;
 }
 
-Facts facts_of(const Piece& p, const Analysis& a, bool per_kernel) {
+// The GPU ops and collectives of the critical path that this piece holds, each once.
+std::vector<PathOp> path_ops_of(const Piece& p, const Analysis& a) {
+  const graph::Graph& g = p.g;
+  std::vector<PathOp> out;
+  std::set<NodeId> seen;
+  for (NodeId id : a.critical_path.nodes) {
+    const std::optional<NodeId> n = p.local(id);
+    if (!n || !(graph::is_gpu(g.kind[*n]) || g.kind[*n] == NodeKind::kCollective) || !seen.insert(id).second) continue;
+    out.push_back({id, std::string(g.strings.view(g.name[*n])), int(g.kind[*n]), g.rank_ids[g.rank[*n]],
+                   g.meas_start_ns[*n], g.dur_ns[*n]});
+  }
+  return out;
+}
+
+// What a report reads beyond the step's counts: every kernel (--per-kernel), the doubts (the warnings).
+struct Need {
+  bool kernels = false;
+  bool doubts = false;
+};
+
+Facts facts_of(const Piece& p, const Analysis& a, Need need) {
   const graph::Graph& g = p.g;
   Facts f;
   for (const auto& t : p.ranks) f.events += static_cast<int64_t>(t.events.size());
@@ -382,29 +402,25 @@ Facts facts_of(const Piece& p, const Analysis& a, bool per_kernel) {
     f.begin_ns = std::min(f.begin_ns, g.meas_start_ns[n]);
     f.end_ns = std::max(f.end_ns, g.meas_end_ns[n]);
   }
-  std::set<NodeId> seen;
-  for (NodeId id : a.critical_path.nodes) {
-    const std::optional<NodeId> n = p.local(id);
-    if (!n || !(graph::is_gpu(g.kind[*n]) || g.kind[*n] == NodeKind::kCollective) || !seen.insert(id).second) continue;
-    f.path_ops.push_back({id, std::string(g.strings.view(g.name[*n])), int(g.kind[*n]), g.rank_ids[g.rank[*n]],
-                          g.meas_start_ns[*n], g.dur_ns[*n]});
-  }
+  f.path_ops = path_ops_of(p, a);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (!graph::is_gpu(g.kind[n])) continue;
     ++f.gpu_ops;
     const int64_t s = a.slack_ns[n];
     f.no_slack += s == 0;
     ++f.buckets[s == 0 ? 0 : s < 10'000 ? 1 : s < 100'000 ? 2 : s < 1'000'000 ? 3 : s < 10'000'000 ? 4 : 5];
-    if (per_kernel) {
+    if (need.kernels) {
       f.kernels.push_back({std::string(g.strings.view(g.name[n])), g.rank_ids[g.rank[n]], g.lanes[g.lane[n]].stream,
                            g.meas_start_ns[n], g.meas_end_ns[n] - g.meas_start_ns[n], s});
     }
   }
-  f.lost = lost_launches(p);
-  f.unrecorded = unrecorded_waits(p);
-  f.late = late_gpu_starts(p, a);
-  f.one_time = one_time_calls(p);
-  f.earlier = earlier_launches(p);
+  if (need.doubts) {
+    f.lost = lost_launches(p);
+    f.unrecorded = unrecorded_waits(p);
+    f.late = late_gpu_starts(p, a);
+    f.one_time = one_time_calls(p);
+    f.earlier = earlier_launches(p);
+  }
   return f;
 }
 
@@ -422,9 +438,9 @@ std::map<NodeId, const PathOp*> path_ops_by_id(const Facts& f) {
   return by_id;
 }
 
-int64_t gpu_ops_on_path(const Facts& f) {
+int64_t gpu_ops_on_path(const std::vector<PathOp>& ops) {
   int64_t n = 0;
-  for (const PathOp& o : f.path_ops) n += graph::is_gpu(NodeKind(o.kind));
+  for (const PathOp& o : ops) n += graph::is_gpu(NodeKind(o.kind));
   return n;
 }
 
@@ -476,7 +492,7 @@ nlohmann::json json_of(const Facts& f, const graph::BuildStats& bs, const Analys
                         {"breakdown", breakdown},
                         {"nodes", a.critical_path.nodes.size()},
                         {"gpu_ops_total", path_ops},
-                        {"gpu_ops_on_path", gpu_ops_on_path(f)},
+                        {"gpu_ops_on_path", gpu_ops_on_path(f.path_ops)},
                         {"gpu_ops", path}};
   json gpus = json::array();
   for (const auto& u : a.gpus) {
@@ -589,7 +605,7 @@ std::string text_of(const Facts& f, const graph::BuildStats& bs, bool queued_loo
   // that cannot grow without moving the step's end (a superset: an op that
   // ends exactly when a blocking CPU call returns has no slack, but the path
   // goes through the CPU call).
-  s += fmt::format("GPU ops on the critical path: {} of {}\n", gpu_ops_on_path(f), f.gpu_ops);
+  s += fmt::format("GPU ops on the critical path: {} of {}\n", gpu_ops_on_path(f.path_ops), f.gpu_ops);
   s += fmt::format("GPU ops with no slack: {} of {}\n", f.no_slack, f.gpu_ops);
   if (bs.gpu_ops_without_launch > 0) {
     s += fmt::format("note: {} GPU ops have no launch call in the step\n", bs.gpu_ops_without_launch);
@@ -818,7 +834,7 @@ constexpr int kTagFacts = 13;
 
 // ---- one process: the whole step ----
 
-int64_t gpu_ops_on_path(const Workload& w, const Analysis& a) { return gpu_ops_on_path(facts_of(piece_of(w), a, false)); }
+int64_t gpu_ops_on_path(const Workload& w, const Analysis& a) { return gpu_ops_on_path(path_ops_of(piece_of(w), a)); }
 
 std::vector<std::string> import_warnings(const Workload& w) {
   return import_warnings_of(rank_facts(piece_of(w)));
@@ -833,15 +849,15 @@ OneTimeCalls one_time_calls(const Workload& w, const Analysis& a) { return one_t
 EarlierLaunches earlier_launches(const Workload& w) { return earlier_of(earlier_launches(piece_of(w))); }
 
 std::vector<std::string> step_warnings(const Workload& w, const Analysis& a) {
-  return warnings_of(facts_of(piece_of(w), a, false), w.graph.stats, a, w.deprofiled);
+  return warnings_of(facts_of(piece_of(w), a, {.doubts = true}), w.graph.stats, a, w.deprofiled);
 }
 
 nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel) {
-  return json_of(facts_of(piece_of(w), a, per_kernel), w.graph.stats, a, per_kernel);
+  return json_of(facts_of(piece_of(w), a, {.kernels = per_kernel}), w.graph.stats, a, per_kernel);
 }
 
 std::string to_text(const Workload& w, const Analysis& a) {
-  return text_of(facts_of(piece_of(w), a, false), w.graph.stats, !w.graph.queued_ops.empty(), w.graph.gpu_tail_loop, a);
+  return text_of(facts_of(piece_of(w), a, {}), w.graph.stats, !w.graph.queued_ops.empty(), w.graph.gpu_tail_loop, a);
 }
 
 // ---- the processes of a run: each its part ----
@@ -853,7 +869,7 @@ Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, bool pe
   p.queued_loop = part.queued_loop;
   for (const graph::RemoteEdge& e : part.remote) p.remote_in_edges += e.into_local;
   p.set_global(part.global);
-  Facts mine = facts_of(p, a, per_kernel);
+  Facts mine = facts_of(p, a, {.kernels = per_kernel, .doubts = true});
   StepReport out;
   if (!comm.is_root()) {
     const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(nlohmann::json(mine));
