@@ -833,45 +833,4 @@ std::vector<std::string> device_warnings(const Workload& w, const std::string& p
   return out;
 }
 
-namespace {
-double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
-std::string csv_quote(std::string_view text) {
-  std::string q = "\"";
-  for (char c : text) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + '"';
-}
-}  // namespace
-
-std::string critical_path_csv(const Workload& w, const Analysis& a) {
-  const graph::Graph& g = w.graph;
-  std::string s = "segment,kind,rank,name,start_us,dur_us\n";
-  const int64_t begin = g.measured_begin_ns();
-  for (const auto& seg : a.critical_path.segments) {
-    const NodeId n = seg.is_edge ? seg.from : seg.node;
-    std::string name(g.strings.view(g.name[n]));
-    if (seg.is_edge) name += " -> " + std::string(g.strings.view(g.name[seg.node]));
-    s += fmt::format("{},{},{},{},{:.3f},{:.3f}\n", seg.is_edge ? "edge" : "node",
-                     seg.is_edge ? graph::to_string(seg.edge) : graph::to_string(g.kind[n]), g.rank_ids[g.rank[n]],
-                     csv_quote(name), us(seg.start_ns - begin), us(seg.ns));
-  }
-  return s;
-}
-
-std::string kernels_csv(const Workload& w, const Analysis& a) {
-  const graph::Graph& g = w.graph;
-  std::string s = "rank,stream,name,start_us,dur_us,slack_us,critical\n";
-  const int64_t begin = g.measured_begin_ns();
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!graph::is_gpu(g.kind[n])) continue;
-    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{}\n", g.rank_ids[g.rank[n]], g.lanes[g.lane[n]].stream,
-                     csv_quote(g.strings.view(g.name[n])), us(g.meas_start_ns[n] - begin),
-                     us(g.meas_end_ns[n] - g.meas_start_ns[n]), us(a.slack_ns[n]), a.slack_ns[n] == 0 ? 1 : 0);
-  }
-  return s;
-}
-
 }  // namespace emo::analysis

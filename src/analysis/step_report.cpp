@@ -99,6 +99,15 @@ struct PathOp {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PathOp, id, name, kind, rank, start_ns, dur_ns)
 
+// A node of the critical path's segments (its CSV).
+struct PathNode {
+  NodeId id = 0;
+  std::string name;
+  int kind = 0;
+  int64_t rank = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PathNode, id, name, kind, rank)
+
 struct KernelFacts {
   std::string name;
   int64_t rank = 0, stream = 0, start_ns = 0, dur_ns = 0, slack_ns = 0;
@@ -113,6 +122,7 @@ struct Facts {
   int64_t gpu_ops = 0, no_slack = 0;
   std::array<int64_t, 6> buckets{};  // slack: 0, <10µs, <100µs, <1ms, <10ms, more
   std::vector<KernelFacts> kernels;
+  std::vector<PathNode> path_nodes;
   Doubt lost, unrecorded, late, one_time, earlier;
 
   void join(Facts&& o) {
@@ -127,6 +137,7 @@ struct Facts {
     no_slack += o.no_slack;
     for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += o.buckets[i];
     for (auto& k : o.kernels) kernels.push_back(std::move(k));
+    for (auto& n : o.path_nodes) path_nodes.push_back(std::move(n));
     lost.join(o.lost);
     unrecorded.join(o.unrecorded);
     late.join(o.late);
@@ -137,7 +148,7 @@ struct Facts {
   int64_t end() const { return end_ns == kNone ? 0 : end_ns; }
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Facts, events, nodes, edges, ranks, begin_ns, end_ns, path_ops, gpu_ops, no_slack,
-                                   buckets, kernels, lost, unrecorded, late, one_time, earlier)
+                                   buckets, kernels, path_nodes, lost, unrecorded, late, one_time, earlier)
 
 // ---- the doubts over a piece (docs/replay.md, "When emo doubts a step") ----
 
@@ -384,10 +395,12 @@ std::vector<PathOp> path_ops_of(const Piece& p, const Analysis& a) {
   return out;
 }
 
-// What a report reads beyond the step's counts: every kernel (--per-kernel), the doubts (the warnings).
+// What a report reads beyond the step's counts: every kernel (--per-kernel, the kernels' CSV), the doubts
+// (the warnings), the nodes of the path's segments (its CSV).
 struct Need {
   bool kernels = false;
   bool doubts = false;
+  bool path_nodes = false;
 };
 
 Facts facts_of(const Piece& p, const Analysis& a, Need need) {
@@ -412,6 +425,16 @@ Facts facts_of(const Piece& p, const Analysis& a, Need need) {
     if (need.kernels) {
       f.kernels.push_back({std::string(g.strings.view(g.name[n])), g.rank_ids[g.rank[n]], g.lanes[g.lane[n]].stream,
                            g.meas_start_ns[n], g.meas_end_ns[n] - g.meas_start_ns[n], s});
+    }
+  }
+  if (need.path_nodes) {
+    std::set<NodeId> seen;
+    for (const replay::CriticalPath::Segment& seg : a.critical_path.segments) {
+      for (NodeId id : {seg.node, seg.from}) {
+        const std::optional<NodeId> n = id == graph::kNoId ? std::nullopt : p.local(id);
+        if (!n || !seen.insert(id).second) continue;
+        f.path_nodes.push_back({id, std::string(g.strings.view(g.name[*n])), int(g.kind[*n]), g.rank_ids[g.rank[*n]]});
+      }
     }
   }
   if (need.doubts) {
@@ -670,6 +693,46 @@ std::string text_of(const Facts& f, const graph::BuildStats& bs, bool queued_loo
   return s;
 }
 
+std::string csv_quote(std::string_view text) {
+  std::string q = "\"";
+  for (char c : text) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+
+std::string kernels_csv_of(const Facts& f) {
+  std::string s = "rank,stream,name,start_us,dur_us,slack_us,critical\n";
+  const int64_t begin = f.begin();
+  for (const KernelFacts& k : f.kernels) {
+    s += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{}\n", k.rank, k.stream, csv_quote(k.name), us(k.start_ns - begin),
+                     us(k.dur_ns), us(k.slack_ns), k.slack_ns == 0 ? 1 : 0);
+  }
+  return s;
+}
+
+std::string critical_path_csv_of(const Facts& f, const Analysis& a) {
+  std::map<NodeId, const PathNode*> by_id;
+  for (const PathNode& n : f.path_nodes) by_id.emplace(n.id, &n);
+  const PathNode unknown;
+  const auto node = [&](NodeId id) -> const PathNode& {
+    auto it = by_id.find(id);
+    return it == by_id.end() ? unknown : *it->second;
+  };
+  std::string s = "segment,kind,rank,name,start_us,dur_us\n";
+  const int64_t begin = f.begin();
+  for (const auto& seg : a.critical_path.segments) {
+    const PathNode& n = node(seg.is_edge ? seg.from : seg.node);
+    std::string name = n.name;
+    if (seg.is_edge) name += " -> " + node(seg.node).name;
+    s += fmt::format("{},{},{},{},{:.3f},{:.3f}\n", seg.is_edge ? "edge" : "node",
+                     seg.is_edge ? graph::to_string(seg.edge) : graph::to_string(NodeKind(n.kind)), n.rank,
+                     csv_quote(name), us(seg.start_ns - begin), us(seg.ns));
+  }
+  return s;
+}
+
 std::vector<std::string> import_warnings_of(const std::vector<RankFacts>& ranks) {
   std::vector<std::string> out;
   int64_t bad = 0;
@@ -860,16 +923,25 @@ std::string to_text(const Workload& w, const Analysis& a) {
   return text_of(facts_of(piece_of(w), a, {}), w.graph.stats, !w.graph.queued_ops.empty(), w.graph.gpu_tail_loop, a);
 }
 
+std::string kernels_csv(const Workload& w, const Analysis& a) {
+  return kernels_csv_of(facts_of(piece_of(w), a, {.kernels = true}));
+}
+
+std::string critical_path_csv(const Workload& w, const Analysis& a) {
+  return critical_path_csv_of(facts_of(piece_of(w), a, {.path_nodes = true}), a);
+}
+
 // ---- the processes of a run: each its part ----
 
-Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, bool per_kernel, dist::Comm& comm) {
+Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, const ReportAsk& ask, dist::Comm& comm) {
+  const bool per_kernel = ask.per_kernel;
   const graph::GraphPart& part = w.part;
   Piece p(part.graph, w.ranks, w.steps);
   p.total_ranks = part.total_ranks;
   p.queued_loop = part.queued_loop;
   for (const graph::RemoteEdge& e : part.remote) p.remote_in_edges += e.into_local;
   p.set_global(part.global);
-  Facts mine = facts_of(p, a, {.kernels = per_kernel, .doubts = true});
+  Facts mine = facts_of(p, a, {.kernels = per_kernel || ask.kernels_csv, .doubts = true, .path_nodes = ask.critical_path_csv});
   StepReport out;
   if (!comm.is_root()) {
     const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(nlohmann::json(mine));
@@ -893,6 +965,8 @@ Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, bool pe
   out.json = json_of(mine, bs, a, per_kernel);
   out.text = text_of(mine, bs, part.queued_loop, part.graph.gpu_tail_loop, a);
   out.warnings = warnings_of(mine, bs, a, std::nullopt);
+  if (ask.kernels_csv) out.kernels_csv = kernels_csv_of(mine);
+  if (ask.critical_path_csv) out.critical_path_csv = critical_path_csv_of(mine, a);
   return out;
 }
 

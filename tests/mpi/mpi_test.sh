@@ -57,6 +57,11 @@ for fam in train-dp train-pp train-tp; do
   done
 done
 
+# The CSVs (every kernel with its slack; the critical path segment by segment), each process its part.
+pp=("$tmp/train-pp"/*.json)
+"$emo" analyze "${pp[@]}" --kernels-csv "$tmp/k.1.csv" --critical-path-csv "$tmp/p.1.csv" >/dev/null 2>&1 || fail "CSVs in one process"
+mpi 4 analyze "${pp[@]}" --kernels-csv "$tmp/k.np4.csv" --critical-path-csv "$tmp/p.np4.csv" >/dev/null 2>&1 || fail "CSVs with 4 processes"
+if [ -s "$tmp/k.1.csv" ] && cmp -s "$tmp/k.1.csv" "$tmp/k.np4.csv" && cmp -s "$tmp/p.1.csv" "$tmp/p.np4.csv"; then ok; else fail "the CSVs with 4 processes differ"; fi
 dp_files=("$tmp/train-dp"/*.json)
 # A folder of rank files: every process lists it alike (the shards are of the same files).
 mpi 4 analyze "$tmp/train-tp" --per-kernel --json "$tmp/tp.dir.np4.json" >/dev/null 2>&1 || fail "analyze DIR with 4 processes"
@@ -174,7 +179,7 @@ one_error "a step no rank has" "999" 4 analyze "${dp[@]}" --step 999
 one_error "a scale that matches nothing" "matches no node of the step" 4 whatif "${dp[@]}" --scale 'no such kernel=2'
 one_error "standard input under MPI" "standard input cannot be shared" 2 analyze - "${dp[0]}"
 one_error "an output that cannot be written" "cannot write" 4 analyze "${dp[@]}" --kernels-csv /nonexistent-dir/x.csv
-# The same where every process builds its part (--json alone): process 0 stops the others before the reading.
+# --json too: process 0 stops the others before the reading, at once.
 start=$SECONDS
 mpi 4 analyze "${dp[@]}" --json /nonexistent-dir/x.json >/dev/null 2>"$tmp/nojson.err"
 rc=$?

@@ -49,7 +49,7 @@ PartsRun run_parts(const std::vector<std::string>& paths, const analysis::LoadOp
         out.statuses[size_t(p)] = a.error();
         return;
       }
-      auto r = analysis::report_part(*w, *a, true, comm);
+      auto r = analysis::report_part(*w, *a, {true, true, true}, comm);
       if (!r) {
         out.statuses[size_t(p)] = r.error();
         return;
@@ -70,6 +70,7 @@ void expect_reports_of_one_process(const std::vector<std::string>& paths, const 
   const std::string json = analysis::to_json(*one, a, true).dump(1);
   const std::string text = analysis::to_text(*one, a);
   const std::vector<std::string> warnings = analysis::step_warnings(*one, a);
+  const std::string kernels_csv = analysis::kernels_csv(*one, a), path_csv = analysis::critical_path_csv(*one, a);
   for (int size : sizes) {
     const PartsRun run = run_parts(paths, o, size);
     for (int p = 0; p < size; ++p) {
@@ -85,6 +86,8 @@ void expect_reports_of_one_process(const std::vector<std::string>& paths, const 
     EXPECT_EQ(run.report.json.dump(1), json) << what << ", P = " << size;
     EXPECT_EQ(run.report.text, text) << what << ", P = " << size;
     EXPECT_EQ(run.report.warnings, warnings) << what << ", P = " << size;
+    EXPECT_EQ(run.report.kernels_csv, kernels_csv) << what << ", P = " << size;
+    EXPECT_EQ(run.report.critical_path_csv, path_csv) << what << ", P = " << size;
   }
 }
 

@@ -23,23 +23,30 @@ struct AnalyzeArgs {
 };
 
 // Under mpirun: every process reads its shard and builds, replays and analyzes its part of the step
-// (analysis::load_part, analyze_part); process 0 writes what one process would (analysis::report_part). The
-// CSVs and --deprofile take the whole step: those runs assemble it on process 0 instead.
-bool in_parts(const AnalyzeArgs& args) {
-  return dist::world().size() > 1 && !args.deprofile && args.kernels_csv.empty() && args.path_csv.empty();
-}
+// (analysis::load_part, analyze_part); process 0 writes what one process would (analysis::report_part).
+// --deprofile takes the whole step: those runs assemble it on process 0 instead.
+bool in_parts(const AnalyzeArgs& args) { return dist::world().size() > 1 && !args.deprofile; }
 
 int analyze_in_parts(const AnalyzeArgs& args, const analysis::LoadOptions& load) {
   dist::Comm& world = dist::world();
-  const Status outputs = world.is_root() ? check_outputs(args.traces, {{"--json", args.json_out}}) : Status{};
+  const Status outputs =
+      world.is_root() ? check_outputs(args.traces, {{"--json", args.json_out},
+                                                    {"--kernels-csv", args.kernels_csv},
+                                                    {"--critical-path-csv", args.path_csv}})
+                      : Status{};
   auto w = analysis::load_part(args.traces, load, world, outputs);
   if (!w.ok()) return fail(w.error());
   auto a = analysis::analyze_part(w->part, world);
   if (!a.ok()) return fail(a.error());
-  auto r = analysis::report_part(*w, *a, args.per_kernel, world);
+  const analysis::ReportAsk ask{args.per_kernel, !args.kernels_csv.empty(), !args.path_csv.empty()};
+  auto r = analysis::report_part(*w, *a, ask, world);
   if (!r.ok()) return fail(r.error());
   if (!world.is_root()) return kExitOk;
   for (const std::string& text : r->warnings) warn(text);
+  for (const auto& [path, text] : {std::pair{&args.kernels_csv, &r->kernels_csv}, std::pair{&args.path_csv, &r->critical_path_csv}}) {
+    if (path->empty()) continue;
+    if (Status st = write_file_atomic(*path, *text); !st.ok()) return fail(st.error());
+  }
   if (!args.json_out.empty()) {
     if (Status st = write_file_atomic(args.json_out, r->json.dump(1) + "\n"); !st.ok()) return fail(st.error());
     if (args.json_out == "-") return kExitOk;

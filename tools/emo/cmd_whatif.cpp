@@ -40,7 +40,7 @@ int whatif_in_parts(const WhatIfArgs& args, const std::vector<analysis::Scale>& 
   // The doubts about the step, as one process says them.
   auto a = analysis::analyze_part(w->part, world);
   if (!a.ok()) return fail(a.error());
-  auto step = analysis::report_part(*w, *a, false, world);
+  auto step = analysis::report_part(*w, *a, {}, world);
   if (!step.ok()) return fail(step.error());
   if (!world.is_root()) return kExitOk;
   for (const std::string& text : step->warnings) warn(text);

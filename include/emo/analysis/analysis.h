@@ -233,14 +233,21 @@ nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);
 // apart (stderr), not in this text.
 std::string to_text(const Workload& w, const Analysis& a);
 // What `emo analyze` says of the step, from the parts of a run (load_part, analyze_part): on process 0,
-// to_json(), to_text() and step_warnings() of the whole step, the same bytes (each process's facts are
-// gathered there: its ranks, its path ops, its slack counts, its doubts); empty on the others.
+// to_json(), to_text(), step_warnings() and, where asked, kernels_csv() and critical_path_csv() of the whole
+// step, the same bytes (each process's facts are gathered there: its ranks, its path ops and path nodes,
+// its slack counts, its kernels, its doubts); empty on the others.
+struct ReportAsk {
+  bool per_kernel = false;         // the JSON's `kernels`
+  bool kernels_csv = false;        // kernels_csv()
+  bool critical_path_csv = false;  // critical_path_csv()
+};
 struct StepReport {
   nlohmann::json json;
   std::string text;
   std::vector<std::string> warnings;
+  std::string kernels_csv, critical_path_csv;  // where asked
 };
-Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, bool per_kernel, dist::Comm& comm);
+Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, const ReportAsk& ask, dist::Comm& comm);
 // CSV: one row per GPU op (rank, stream, name, start_us, dur_us, slack_us, critical).
 std::string kernels_csv(const Workload& w, const Analysis& a);
 
