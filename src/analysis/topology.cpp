@@ -9,11 +9,14 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "emo/analysis/analysis.h"
 #include "emo/base/file_util.h"
+#include "emo/dist/dist.h"
+#include "internal.h"
 
 namespace emo::analysis {
 
@@ -404,6 +407,71 @@ int64_t message_bytes(const trace::RankTrace& t, const trace::CollectiveArgs& ca
 
 }  // namespace
 
+namespace {
+
+// A matched collective's shape and times: from its first member's event `ev` (of trace `t`), its `members`
+// (rank numbers; their count sets the message size) and its measured transfer. False: the trace gives no kind
+// or message size (kept as measured).
+Result<bool> model_collective(const trace::RankTrace& t, const trace::Event& ev, std::vector<int> members,
+                              const Topology& asked, const Topology* recorded, TopologyCollective& c) {
+  if (ev.collective != trace::kNoIndex) {
+    const trace::CollectiveArgs& ca = t.collectives[ev.collective];
+    c.shape.kind = collective_kind(t.strings.view(ca.collective), t.name_of(ev));
+    const int64_t bytes = message_bytes(t, ca, c.shape.kind, int64_t(members.size()));
+    if (bytes >= 0) c.shape.bytes = bytes;
+    else c.shape.kind = c.shape.kind == CollectiveKind::kBarrier ? c.shape.kind : CollectiveKind::kUnknown;
+  } else {
+    c.shape.kind = collective_kind("", t.name_of(ev));
+    if (c.shape.kind != CollectiveKind::kBarrier) c.shape.kind = CollectiveKind::kUnknown;
+  }
+  if (c.shape.kind == CollectiveKind::kUnknown) return false;
+  c.shape.members = std::move(members);
+  std::sort(c.shape.members.begin(), c.shape.members.end());
+  c.shape.kind = effective_kind(c.shape);  // reported as what it is: SendRecv kernels of 8 ranks are an all-to-all
+  auto on_asked = transfer_ns(asked, c.shape);
+  if (!on_asked) return on_asked.error();
+  if (recorded) {
+    auto on_recorded = transfer_ns(*recorded, c.shape);
+    if (!on_recorded) return on_recorded.error();
+    c.modeled_ns = *on_recorded;
+    c.predicted_ns = c.modeled_ns > 0 ? c.measured_ns * *on_asked / c.modeled_ns : *on_asked;
+  } else {
+    c.modeled_ns = *on_asked;
+    c.predicted_ns = *on_asked;
+  }
+  return true;
+}
+
+// An unmatched collective kernel (node `n`, event `ev` of `t`) against the model: nullopt where it has no kind,
+// size or group that fits the topology, else whether it took less time than the modeled transfer alone.
+std::optional<bool> unmatched_faster(const graph::Graph& g, NodeId n, const trace::RankTrace& t,
+                                     const trace::Event& ev, const Topology& model_on) {
+  if (ev.collective == trace::kNoIndex) return std::nullopt;
+  const trace::CollectiveArgs& ca = t.collectives[ev.collective];
+  CollectiveShape shape;
+  shape.kind = collective_kind(t.strings.view(ca.collective), t.name_of(ev));
+  if (shape.kind == CollectiveKind::kUnknown || ca.group_size < 1) return std::nullopt;
+  shape.bytes = message_bytes(t, ca, shape.kind, ca.group_size);
+  if (shape.bytes < 0) return std::nullopt;
+  for (int r = 0; r < ca.group_size; ++r) shape.members.push_back(r);
+  auto model = transfer_ns(model_on, shape);
+  if (!model) return std::nullopt;  // the group does not fit the topology: nothing to check it by
+  return double(g.meas_end_ns[n] - g.meas_start_ns[n]) < *model;
+}
+
+// The report's figures over its collectives (in the step's node order).
+void finish_report(TopologyReport& r, const Topology& model_on) {
+  std::vector<double> errors;
+  for (const TopologyCollective& c : r.collectives) {
+    if (c.measured_ns > 0) errors.push_back(100.0 * std::abs(c.modeled_ns - c.measured_ns) / c.measured_ns);
+  }
+  r.fitted = fit_links(r.collectives, model_on);
+  r.median_error_pct = median_of(errors);
+  r.worst_error_pct = errors.empty() ? 0.0 : *std::max_element(errors.begin(), errors.end());
+}
+
+}  // namespace
+
 Result<TopologyWhatIf> topology_durations(const Workload& w, const Topology& asked, const Topology* recorded) {
   const graph::Graph& g = w.graph;
   TopologyWhatIf out;
@@ -418,45 +486,22 @@ Result<TopologyWhatIf> topology_durations(const Workload& w, const Topology& ask
     members[graph::node_of(e.dst)].push_back(graph::node_of(e.src));
     matched[graph::node_of(e.src)] = 1;
   }
-  std::vector<double> errors;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (g.kind[n] == NodeKind::kCommKernel && !matched[n]) ++out.report.unmatched;
     if (g.kind[n] != NodeKind::kCollective || members[n].empty()) continue;
     const NodeId first = members[n].front();
     const trace::RankTrace& t = w.ranks[g.rank[first]];
-    const trace::Event& ev = t.events[g.event[first]];
     TopologyCollective c;
     c.node = n;
     c.measured_ns = double(g.dur_ns[n]);
-    if (ev.collective != trace::kNoIndex) {
-      const trace::CollectiveArgs& ca = t.collectives[ev.collective];
-      c.shape.kind = collective_kind(t.strings.view(ca.collective), t.name_of(ev));
-      const int64_t bytes = message_bytes(t, ca, c.shape.kind, int64_t(members[n].size()));
-      if (bytes >= 0) c.shape.bytes = bytes;
-      else c.shape.kind = c.shape.kind == CollectiveKind::kBarrier ? c.shape.kind : CollectiveKind::kUnknown;
-    } else {
-      c.shape.kind = collective_kind("", t.name_of(ev));
-      if (c.shape.kind != CollectiveKind::kBarrier) c.shape.kind = CollectiveKind::kUnknown;
-    }
-    if (c.shape.kind == CollectiveKind::kUnknown) {
+    std::vector<int> ranks;
+    for (NodeId m : members[n]) ranks.push_back(g.rank_id(graph::RankIndex(g.rank[m])));
+    auto modeled = model_collective(t, t.events[g.event[first]], std::move(ranks), asked, recorded, c);
+    if (!modeled) return modeled.error();
+    if (!*modeled) {
       ++out.report.without_size;
       continue;
     }
-    for (NodeId m : members[n]) c.shape.members.push_back(g.rank_id(graph::RankIndex(g.rank[m])));
-    std::sort(c.shape.members.begin(), c.shape.members.end());
-    c.shape.kind = effective_kind(c.shape);  // reported as what it is: SendRecv kernels of 8 ranks are an all-to-all
-    auto on_asked = transfer_ns(asked, c.shape);
-    if (!on_asked) return on_asked.error();
-    if (recorded) {
-      auto on_recorded = transfer_ns(*recorded, c.shape);
-      if (!on_recorded) return on_recorded.error();
-      c.modeled_ns = *on_recorded;
-      c.predicted_ns = c.modeled_ns > 0 ? c.measured_ns * *on_asked / c.modeled_ns : *on_asked;
-    } else {
-      c.modeled_ns = *on_asked;
-      c.predicted_ns = *on_asked;
-    }
-    if (c.measured_ns > 0) errors.push_back(100.0 * std::abs(c.modeled_ns - c.measured_ns) / c.measured_ns);
     out.dur_ns[n] = std::llround(c.predicted_ns);
     out.report.collectives.push_back(std::move(c));
   }
@@ -464,23 +509,175 @@ Result<TopologyWhatIf> topology_durations(const Workload& w, const Topology& ask
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (g.kind[n] != NodeKind::kCommKernel || matched[n] || g.event[n] == graph::kNoId) continue;
     const trace::RankTrace& t = w.ranks[g.rank[n]];
-    const trace::Event& ev = t.events[g.event[n]];
-    if (ev.collective == trace::kNoIndex) continue;
-    const trace::CollectiveArgs& ca = t.collectives[ev.collective];
-    CollectiveShape shape;
-    shape.kind = collective_kind(t.strings.view(ca.collective), t.name_of(ev));
-    if (shape.kind == CollectiveKind::kUnknown || ca.group_size < 1) continue;
-    shape.bytes = message_bytes(t, ca, shape.kind, ca.group_size);
-    if (shape.bytes < 0) continue;
-    for (int r = 0; r < ca.group_size; ++r) shape.members.push_back(r);
-    auto model = transfer_ns(recorded ? *recorded : asked, shape);
-    if (!model) continue;  // the group does not fit the topology: nothing to check it by
+    const auto faster = unmatched_faster(g, n, t, t.events[g.event[n]], recorded ? *recorded : asked);
+    if (!faster) continue;
     ++out.report.unmatched_modeled;
-    if (double(g.meas_end_ns[n] - g.meas_start_ns[n]) < *model) ++out.report.unmatched_faster_than_model;
+    out.report.unmatched_faster_than_model += *faster;
   }
-  out.report.fitted = fit_links(out.report.collectives, recorded ? *recorded : asked);
-  out.report.median_error_pct = median_of(errors);
-  out.report.worst_error_pct = errors.empty() ? 0.0 : *std::max_element(errors.begin(), errors.end());
+  finish_report(out.report, recorded ? *recorded : asked);
+  return out;
+}
+
+namespace {
+
+// The ranks of a process's collective kernels whose collectives other processes hold; then what each
+// process found, to process 0; then process 0's verdict (the first collective that fails the model), to every process.
+constexpr int kTagMemberRanks = 19, kTagTopologyFacts = 25, kTagTopologyError = 26;
+
+Error error_of(const json& j) {
+  return make_error(j.at(0).get<std::string>(), j.at(1).get<std::string>(), j.at(2).get<std::string>());
+}
+
+}  // namespace
+
+Result<TopologyWhatIf> detail::topology_durations_part(const WorkloadPart& w, const Topology& asked,
+                                                       const Topology* recorded, dist::Comm& comm) {
+  const graph::GraphPart& part = w.part;
+  const graph::Graph& g = part.graph;
+  const int me = comm.rank();
+  TopologyWhatIf out;
+  out.dur_ns = g.dur_ns;
+  out.report.file = asked.source;
+  if (recorded) out.report.recorded_file = recorded->source;
+  // Members here (in the order one process sees them: the first member is always here), and each kernel's
+  // rank sent to the process that holds its collective.
+  std::vector<std::vector<NodeId>> members(g.num_nodes());
+  std::vector<char> matched(g.num_nodes(), 0);
+  for (const auto& e : g.edges) {
+    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
+    members[graph::node_of(e.dst)].push_back(graph::node_of(e.src));
+    matched[graph::node_of(e.src)] = 1;
+  }
+  std::vector<std::vector<int64_t>> to(size_t(comm.size()));
+  for (const graph::RemoteEdge& e : part.remote) {
+    if (e.kind != graph::EdgeKind::kCollective || e.into_local || graph::is_end(e.local)) continue;
+    const NodeId n = graph::node_of(e.local);
+    matched[n] = 1;
+    to[size_t(e.process)].insert(to[size_t(e.process)].end(),
+                                 {int64_t(graph::node_of(e.other)), int64_t(g.rank_id(graph::RankIndex(g.rank[n])))});
+  }
+  for (int q = 0; q < comm.size(); ++q) {
+    if (q != me) EMO_RETURN_IF_ERROR(comm.send(q, kTagMemberRanks, dist::to_bytes(to[size_t(q)])));
+  }
+  std::unordered_map<NodeId, NodeId> local_of;
+  for (NodeId n = 0; n < part.global.size(); ++n) local_of.emplace(part.global[n], n);
+  std::vector<std::vector<int>> remote_ranks(g.num_nodes());
+  for (int q = 0; q < comm.size(); ++q) {
+    if (q == me) continue;
+    auto m = comm.recv(q, kTagMemberRanks, dist::timeout_s());
+    if (!m) return m.error();
+    auto v = dist::from_bytes(*m, q);
+    if (!v) return v.error();
+    for (size_t i = 0; i + 1 < v->size(); i += 2) {
+      auto it = local_of.find(NodeId((*v)[i]));
+      if (it == local_of.end()) return make_error("", fmt::format("process {} named a collective this process does not hold", q));
+      remote_ranks[it->second].push_back(int(v->at(i + 1)));
+    }
+  }
+  EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
+  // This process's collectives, modeled; the first (in the step's node order) that the model fails.
+  json facts{{"without_size", 0}, {"unmatched", 0}, {"unmatched_modeled", 0}, {"faster", 0},
+             {"collectives", json::array()}, {"error", nullptr}};
+  int64_t first_error = -1;
+  TopologyReport& rep = out.report;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.kind[n] == NodeKind::kCommKernel && !matched[n]) ++rep.unmatched;
+    if (g.kind[n] != NodeKind::kCollective || members[n].empty()) continue;
+    const NodeId first = members[n].front();
+    const trace::RankTrace& t = w.ranks[g.rank[first]];
+    TopologyCollective c;
+    c.node = part.global[n];
+    c.measured_ns = double(g.dur_ns[n]);
+    std::vector<int> ranks = std::move(remote_ranks[n]);
+    for (NodeId m : members[n]) ranks.push_back(g.rank_id(graph::RankIndex(g.rank[m])));
+    auto modeled = model_collective(t, t.events[g.event[first]], std::move(ranks), asked, recorded, c);
+    if (!modeled) {
+      // Collectives are numbered after every rank's nodes, in the matching's order: the first failing here
+      // is this process's first in the step's order.
+      first_error = int64_t(c.node);
+      const Error& e = modeled.error();
+      facts["error"] = json{e.where, e.what, e.note};
+      break;
+    }
+    if (!*modeled) {
+      ++rep.without_size;
+      continue;
+    }
+    out.dur_ns[n] = std::llround(c.predicted_ns);
+    facts["collectives"].push_back(json{c.node, int(c.shape.kind), c.shape.bytes, c.shape.members, c.measured_ns,
+                                        c.modeled_ns, c.predicted_ns});
+    rep.collectives.push_back(std::move(c));
+  }
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.kind[n] != NodeKind::kCommKernel || matched[n] || g.event[n] == graph::kNoId) continue;
+    const trace::RankTrace& t = w.ranks[g.rank[n]];
+    const auto faster = unmatched_faster(g, n, t, t.events[g.event[n]], recorded ? *recorded : asked);
+    if (!faster) continue;
+    ++rep.unmatched_modeled;
+    rep.unmatched_faster_than_model += *faster;
+  }
+  // Process 0 joins the collectives in the step's order; the first error anywhere is every process's.
+  std::optional<Error> error;
+  if (!comm.is_root()) {
+    facts["without_size"] = rep.without_size;
+    facts["unmatched"] = rep.unmatched;
+    facts["unmatched_modeled"] = rep.unmatched_modeled;
+    facts["faster"] = rep.unmatched_faster_than_model;
+    facts["error_node"] = first_error;
+    const std::vector<uint8_t> bytes = json::to_cbor(facts);
+    EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagTopologyFacts, std::string(bytes.begin(), bytes.end())));
+    EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
+  } else {
+    if (first_error >= 0) error = error_of(facts["error"]);
+    for (int q = 1; q < comm.size(); ++q) {
+      auto m = comm.recv(q, kTagTopologyFacts, dist::timeout_s());
+      if (!m) return make_error("", fmt::format("the topology's collectives of process {}: {}", q, m.error().message()));
+      try {
+        const json theirs = json::from_cbor(*m);
+        rep.without_size += theirs.at("without_size").get<int64_t>();
+        rep.unmatched += theirs.at("unmatched").get<int64_t>();
+        rep.unmatched_modeled += theirs.at("unmatched_modeled").get<int64_t>();
+        rep.unmatched_faster_than_model += theirs.at("faster").get<int64_t>();
+        for (const json& r : theirs.at("collectives")) {
+          TopologyCollective c;
+          c.node = r.at(0).get<uint32_t>();
+          c.shape.kind = CollectiveKind(r.at(1).get<int>());
+          c.shape.bytes = r.at(2).get<int64_t>();
+          c.shape.members = r.at(3).get<std::vector<int>>();
+          c.measured_ns = r.at(4).get<double>();
+          c.modeled_ns = r.at(5).get<double>();
+          c.predicted_ns = r.at(6).get<double>();
+          rep.collectives.push_back(std::move(c));
+        }
+        if (!theirs.at("error").is_null()) {
+          // The first collective that fails, wherever it lies (its node id orders them).
+          const int64_t at = theirs.at("error_node").get<int64_t>();
+          if (first_error < 0 || at < first_error) {
+            first_error = at;
+            error = error_of(theirs.at("error"));
+          }
+        }
+      } catch (const json::exception& e) {
+        return make_error("", fmt::format("the topology's collectives of process {} are corrupt ({})", q, e.what()),
+                          "run the same emo binary on every process");
+      }
+    }
+  }
+  // Process 0's verdict, to every process: the same error everywhere.
+  std::string verdict;
+  if (comm.is_root() && error) verdict = dist::frame({"E", error->where, error->what, error->note});
+  auto verdicts = dist::all_gather(comm, kTagTopologyError, verdict);
+  if (!verdicts) return verdicts.error();
+  if (!verdicts->at(dist::kRoot).empty()) {
+    auto f = dist::unframe(verdicts->at(dist::kRoot));
+    if (!f || f->size() != 4) return make_error("", "the topology's verdict arrived cut short");
+    return make_error(std::string((*f)[1]), std::string((*f)[2]), std::string((*f)[3]));
+  }
+  if (comm.is_root()) {
+    std::sort(rep.collectives.begin(), rep.collectives.end(),
+              [](const TopologyCollective& a, const TopologyCollective& b) { return a.node < b.node; });
+    finish_report(rep, recorded ? *recorded : asked);
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "emo/analysis/deprofile.h"
 #include "emo/dist/dist.h"
 #include "emo/replay/distributed.h"
+#include "internal.h"
 
 namespace emo::analysis {
 
@@ -154,9 +155,21 @@ Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales, cons
 
 namespace emo::analysis {
 
-Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& scales, dist::Comm& comm) {
+Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& scales, dist::Comm& comm,
+                            const TopologyQuestion* topology) {
   const graph::GraphPart& part = w.part;
   const graph::Graph& g = part.graph;
+  // The collectives' transfers on the topology first (its errors come before the scales'), as in one process.
+  WhatIf out;
+  std::vector<int64_t> dur;
+  if (topology) {
+    auto t = detail::topology_durations_part(w, topology->asked, topology->recorded ? &*topology->recorded : nullptr, comm);
+    if (!t) return t.error();
+    dur = std::move(t->dur_ns);
+    out.topology = std::move(t->report);
+  } else {
+    dur = g.dur_ns;
+  }
   // Each node's last scale (its index; -1: none), a collective kernel's on its collective, here or elsewhere.
   const std::vector<NodeId> collective_of = collectives_of(g);
   std::unordered_map<NodeId, NodeId> remote_collective;
@@ -195,7 +208,6 @@ Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& sca
   });
   if (!sums) return sums.error();
   if (sums->size() != matched.size()) return make_error("", "the scales' matches arrived cut short");
-  WhatIf out;
   for (size_t k = 0; k < sums->size(); ++k) {
     if ((*sums)[k] == 0) return matches_nothing(scales[k]);
   }
@@ -213,7 +225,6 @@ Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& sca
       if (it != local_of.end()) last[it->second] = std::max(last[it->second], (*v)[i + 1]);
     }
   }
-  std::vector<int64_t> dur = g.dur_ns;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (last[n] >= 0 && scales[size_t(last[n])].factor != 1.0) {
       dur[n] = std::llround(static_cast<double>(dur[n]) * scales[size_t(last[n])].factor);

@@ -86,6 +86,14 @@ echo '{"gpus_per_host": 2, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6
 "$emo" whatif "${files[@]}" --topology "$tmp/topo.json" --json "$tmp/wt.1.json" >/dev/null 2>&1 || fail "whatif --topology in one process"
 mpi 2 whatif "${files[@]}" --topology "$tmp/topo.json" --json "$tmp/wt.np2.json" >/dev/null 2>&1 || fail "whatif --topology with 2 processes"
 same_json "whatif --topology np=2" "$tmp/wt.1.json" "$tmp/wt.np2.json"
+# Each process models the collectives it holds: the text and the warnings at P = 3, the recorded machine
+# and a scale on top, as one process's.
+echo '{"gpus_per_host": 8, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6}}' >"$tmp/topo1.json"
+wt=(whatif "${files[@]}" --topology "$tmp/topo.json" --recorded-topology "$tmp/topo1.json" --scale 'gemm=1.2')
+"$emo" "${wt[@]}" >"$tmp/wt.1.out" 2>"$tmp/wt.1.err" || fail "whatif --recorded-topology in one process"
+mpi 3 "${wt[@]}" >"$tmp/wt.np3.out" 2>"$tmp/wt.np3.err" || fail "whatif --recorded-topology with 3 processes"
+if grep -q '^topology' "$tmp/wt.1.out" && cmp -s "$tmp/wt.1.out" "$tmp/wt.np3.out" && cmp -s "$tmp/wt.1.err" "$tmp/wt.np3.err"; then ok
+else fail "whatif --recorded-topology np=3 differs"; diff "$tmp/wt.1.out" "$tmp/wt.np3.out"; diff "$tmp/wt.1.err" "$tmp/wt.np3.err" | head; fi
 mpi 2 whatif "${files[@]}" --topology "$tmp/no-such-topology.json" >/dev/null 2>"$tmp/wt.err"
 rc=$?
 if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; else fail "whatif --topology missing file under mpirun: rc $rc"; cat "$tmp/wt.err"; fi
@@ -177,6 +185,10 @@ PY
 one_error "another world size" "world_size 16 is not the world_size 8" 4 analyze "${dp[0]}" "$tmp/other_world.json" "${dp[@]:2}"
 one_error "a step no rank has" "999" 4 analyze "${dp[@]}" --step 999
 one_error "a scale that matches nothing" "matches no node of the step" 4 whatif "${dp[@]}" --scale 'no such kernel=2'
+echo '{"gpus_per_host": 1, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6}}' >"$tmp/topo_nonet.json"
+one_error "a topology without the link the collectives cross" "has no 'inter_host' link" 3 whatif "${dp[@]}" --topology "$tmp/topo_nonet.json"
+printf '{"gpus_per_host": 2,' >"$tmp/topo_cut.json"
+one_error "a topology file that is not JSON" "topo_cut.json" 3 whatif "${dp[@]}" --topology "$tmp/topo_cut.json"
 one_error "standard input under MPI" "standard input cannot be shared" 2 analyze - "${dp[0]}"
 one_error "an output that cannot be written" "cannot write" 4 analyze "${dp[@]}" --kernels-csv /nonexistent-dir/x.csv
 # --json too: process 0 stops the others before the reading, at once.

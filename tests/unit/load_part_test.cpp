@@ -159,8 +159,10 @@ TEST(LoadPart, RealLoopsAreOneProcesss) {
 }
 
 // what_if_part on every process against one process's what_if(): the spans, the matches, and the errors.
+// With `topology`, process 0's report of the collectives' transfers too.
 void expect_what_ifs_of_one_process(const std::vector<std::string>& paths, const std::string& what,
-                                    const std::vector<std::vector<std::string>>& asks, std::initializer_list<int> sizes) {
+                                    const std::vector<std::vector<std::string>>& asks, std::initializer_list<int> sizes,
+                                    const analysis::TopologyQuestion* topology = nullptr) {
   auto one = analysis::load(paths, {});
   ASSERT_TRUE(one.ok()) << what << ": " << one.error().message();
   for (const auto& ask : asks) {
@@ -172,7 +174,7 @@ void expect_what_ifs_of_one_process(const std::vector<std::string>& paths, const
       scales.push_back(*sc);
       named += " " + text;
     }
-    auto want = analysis::what_if(*one, scales);
+    auto want = analysis::what_if(*one, scales, topology);
     for (int size : sizes) {
       auto comms = dist::local_world(size);
       std::vector<Result<analysis::WhatIf>> got(size_t(size), make_error("", "not run"));
@@ -184,7 +186,7 @@ void expect_what_ifs_of_one_process(const std::vector<std::string>& paths, const
             got[size_t(p)] = w.error();
             return;
           }
-          got[size_t(p)] = analysis::what_if_part(*w, scales, *comms[size_t(p)]);
+          got[size_t(p)] = analysis::what_if_part(*w, scales, *comms[size_t(p)], topology);
         });
       }
       for (auto& t : threads) t.join();
@@ -199,6 +201,11 @@ void expect_what_ifs_of_one_process(const std::vector<std::string>& paths, const
         EXPECT_EQ(r->baseline_span_ns, want->baseline_span_ns) << where;
         EXPECT_EQ(r->predicted_span_ns, want->predicted_span_ns) << where;
         EXPECT_EQ(r->matched, want->matched) << where;
+        ASSERT_EQ(r->topology.has_value(), topology != nullptr) << where;
+        if (topology && p == 0) {
+          EXPECT_EQ(analysis::to_json(*r->topology).dump(1), analysis::to_json(*want->topology).dump(1)) << where;
+          EXPECT_EQ(analysis::topology_warning(*r->topology), analysis::topology_warning(*want->topology)) << where;
+        }
       }
     }
   }
@@ -245,11 +252,59 @@ TEST(LoadPart, WhatIfsAreOneProcesss) {
   }
 }
 
+analysis::Topology topology_of(const std::string& text) {
+  auto t = analysis::topology_from_json(text, "topology.json");
+  EXPECT_TRUE(t.ok()) << t.error().message();
+  return t.ok() ? *t : analysis::Topology{};
+}
+
+// The collectives' transfers on another machine, each modeled by the process that holds it with its members'
+// ranks from the others: the report (each collective, the fitted links, the unmatched kernels' check) and
+// the replays, with and without the recorded machine and with scales on top; a topology that does not fit
+// the step (its ranks cross hosts it has no link between) is the same error.
+TEST(LoadPart, TopologyWhatIfsAreOneProcesss) {
+  const analysis::Topology one_host = topology_of(
+      R"({"gpus_per_host": 8, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6}})");
+  const analysis::Topology two_hosts = topology_of(
+      R"({"gpus_per_host": 2, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6},
+          "inter_host": {"bandwidth_gb_s": 25, "latency_us": 10}})");
+  const analysis::Topology no_network = topology_of(
+      R"({"gpus_per_host": 1, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6}})");
+  const analysis::TopologyQuestion modeled{two_hosts, std::nullopt}, scaled{two_hosts, one_host},
+      unfit{no_network, std::nullopt};
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    auto files = synth_files(std::string("load_part_topology_") + synth::workload_name(wl), wl, 4);
+    std::reverse(files.begin(), files.end());
+    const std::string what = synth::workload_name(wl);
+    expect_what_ifs_of_one_process(files, what + " modeled", {{}, {"nccl=0.5"}}, {1, 2, 3, 5}, &modeled);
+    expect_what_ifs_of_one_process(files, what + " scaled", {{}, {"gemm|Gemm|sm90=1.5"}}, {2, 4}, &scaled);
+    expect_what_ifs_of_one_process(files, what + " unfit", {{}, {"no such kernel anywhere=2"}}, {1, 3}, &unfit);
+  }
+  // Eight pipeline stages, the last three on no host: stage pairs (4, 5) and (5, 6) say rank 5, (6, 7) rank 6,
+  // each from another process; the error is the first collective's in the step's order.
+  auto pp = synth_files("load_part_topology_pp8", synth::Workload::kTrainPP, 8);
+  const analysis::TopologyQuestion short_placement{
+      topology_of(R"({"gpus_per_host": 8, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6},
+                      "placement": [0, 0, 0, 0, 0]})"),
+      std::nullopt};
+  auto one = analysis::load(pp, {});
+  ASSERT_TRUE(one.ok());
+  auto want = analysis::what_if(*one, {}, &short_placement);
+  ASSERT_FALSE(want.ok());
+  EXPECT_NE(want.error().message().find("rank 5 is on no host"), std::string::npos) << want.error().message();
+  expect_what_ifs_of_one_process(pp, "train-pp 8 ranks, 5 placed", {{}}, {2, 3, 4}, &short_placement);
+}
+
 TEST(LoadPart, WhatIfsOnTheEightRankDlrmStepAreOneProcesss) {
   EMO_REQUIRE_SHARED(dir, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
   auto files = analysis::expand_trace_paths({dir});
   ASSERT_TRUE(files.ok()) << files.error().message();
   expect_what_ifs_of_one_process(*files, "dlrm", {{"nccl=2"}, {".=0.5", "cat:host=2"}}, {2, 8});
+  const analysis::TopologyQuestion slower{
+      topology_of(R"({"gpus_per_host": 4, "intra_host": {"bandwidth_gb_s": 150, "latency_us": 2},
+                      "inter_host": {"bandwidth_gb_s": 12, "latency_us": 8}})"),
+      topology_of(R"({"gpus_per_host": 8, "intra_host": {"bandwidth_gb_s": 150, "latency_us": 2}})")};
+  expect_what_ifs_of_one_process(*files, "dlrm topology", {{}, {"nccl=2"}}, {2, 3, 8}, &slower);
 }
 
 // Process 0 says the error one process says, wherever the bad file lies; every other process fails too (a

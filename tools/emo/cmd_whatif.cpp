@@ -22,20 +22,55 @@ struct WhatIfArgs {
   bool deprofile = false;
 };
 
-// Under mpirun, a what-if of scales alone: every process selects among and replays its part of the step
-// (analysis::load_part, what_if_part); process 0 writes what one process would. --topology and --deprofile
-// take the whole step: those runs assemble it on process 0.
-bool in_parts(const WhatIfArgs& args) {
-  return dist::world().size() > 1 && args.topology.empty() && !args.deprofile;
-}
+// Under mpirun, a what-if without --deprofile: every process selects among and replays its part of the step
+// (analysis::load_part, what_if_part; with --topology, each models the collectives it holds); process 0
+// writes what one process would. --deprofile takes the whole step: that run assembles it on process 0.
+bool in_parts(const WhatIfArgs& args) { return dist::world().size() > 1 && !args.deprofile; }
+
+// Process 0 reads the topology files (its failure stops every process before the traces are read) and
+// hands their text to the others (topology_from_json on each: the same Topology everywhere).
+constexpr int kTagTopologyText = 30;
 
 int whatif_in_parts(const WhatIfArgs& args, const std::vector<analysis::Scale>& scales,
                     const analysis::LoadOptions& load) {
   dist::Comm& world = dist::world();
-  const Status outputs = world.is_root() ? check_outputs(args.traces, {{"--json", args.json_out}}) : Status{};
-  auto w = analysis::load_part(args.traces, load, world, outputs);
+  std::string asked_text, recorded_text;
+  Status before;
+  if (world.is_root()) {
+    const auto read_topology = [](const std::string& path, std::string& text) -> Status {
+      if (path.empty()) return {};
+      auto t = read_file(path);
+      if (!t) return t.error();
+      if (auto parsed = analysis::topology_from_json(*t, path); !parsed) return parsed.error();
+      text = std::move(*t);
+      return {};
+    };
+    before = read_topology(args.topology, asked_text);
+    if (before.ok()) before = read_topology(args.recorded_topology, recorded_text);
+    std::vector<std::string> inputs = args.traces;
+    for (const std::string* f : {&args.topology, &args.recorded_topology}) {
+      if (!f->empty()) inputs.push_back(*f);
+    }
+    if (before.ok()) before = check_outputs(inputs, {{"--json", args.json_out}});
+  }
+  auto w = analysis::load_part(args.traces, load, world, before);
   if (!w.ok()) return fail(w.error());
-  auto r = analysis::what_if_part(*w, scales, world);
+  std::optional<analysis::TopologyQuestion> topology;
+  if (!args.topology.empty()) {
+    auto texts = dist::all_gather(world, kTagTopologyText, dist::frame({asked_text, recorded_text}));
+    if (!texts) return fail(texts.error());
+    auto fields = dist::unframe(texts->at(dist::kRoot));
+    if (!fields || fields->size() != 2) return fail(make_error("", "the topology's text arrived cut short"));
+    auto asked = analysis::topology_from_json((*fields)[0], args.topology);
+    if (!asked) return fail(asked.error());
+    topology = analysis::TopologyQuestion{std::move(*asked), std::nullopt};
+    if (!args.recorded_topology.empty()) {
+      auto rec = analysis::topology_from_json((*fields)[1], args.recorded_topology);
+      if (!rec) return fail(rec.error());
+      topology->recorded = std::move(*rec);
+    }
+  }
+  auto r = analysis::what_if_part(*w, scales, world, topology ? &*topology : nullptr);
   if (!r.ok()) return fail(r.error());
   // The doubts about the step, as one process says them.
   auto a = analysis::analyze_part(w->part, world);
@@ -44,6 +79,9 @@ int whatif_in_parts(const WhatIfArgs& args, const std::vector<analysis::Scale>& 
   if (!step.ok()) return fail(step.error());
   if (!world.is_root()) return kExitOk;
   for (const std::string& text : step->warnings) warn(text);
+  if (r->topology) {
+    if (std::string text = analysis::topology_warning(*r->topology); !text.empty()) warn(text);
+  }
   const nlohmann::json doc = report::whatif_document(*r);
   if (!args.json_out.empty()) {
     if (Status st = write_file_atomic(args.json_out, doc.dump(1) + "\n"); !st.ok()) return fail(st.error());

@@ -283,8 +283,11 @@ Result<WhatIf> what_if(const Workload& w, const std::vector<Scale>& scales,
 // what_if() over the processes of a run, each with its part of the step (load_part; every process calls it
 // with the same scales): each selects among its own nodes, a collective kernel's scale goes to the process
 // that holds its collective, the matches are summed, and both replays are shared (emo/replay/distributed.h).
-// The same WhatIf on every process as what_if() of the whole step; no topology.
-Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& scales, dist::Comm& comm);
+// With `topology` (the same on every process), each collective's transfer is modeled by the process that
+// holds it (its members' ranks sent to it) and process 0 joins the report. The same WhatIf as what_if() of
+// the whole step on process 0 (on the others, the topology's report holds only their own collectives).
+Result<WhatIf> what_if_part(const WorkloadPart& w, const std::vector<Scale>& scales, dist::Comm& comm,
+                            const TopologyQuestion* topology = nullptr);
 
 // Category of a node as `cat:NAME` sees it: kernel, gpu_memcpy, gpu_memset,
 // nccl, cpu_op, user_annotation, python_function, cuda_runtime, cuda_driver, cpu_gap.
