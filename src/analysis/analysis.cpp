@@ -574,11 +574,7 @@ Result<Head> decode_head(std::string_view bytes, const std::string& path, int fr
 
 Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
                                const Status& before) {
-  Status st = before;
-  if (st.ok() && options.deprofile) {
-    st = make_error("", "taking the profiler's cost out (--deprofile) needs the whole step in one process",
-                    "run it in one process, or write the deprofiled traces first (emo deprofile TRACE -o DIR)");
-  }
+  const Status& st = before;
   const int P = comm.size(), me = comm.rank();
   auto bounds = part_plan(paths, st, comm);
   if (!bounds) return bounds.error();
@@ -667,6 +663,7 @@ Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const Load
   if (!part) return part.error();
   w.part = std::move(*part);
   w.part.graph.step_of_rank = w.steps;
+  if (options.deprofile) return detail::without_profiler_cost_part(std::move(w), options, comm);
   return w;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <set>
 #include <cmath>
@@ -12,7 +13,10 @@
 
 #include "emo/base/file_util.h"
 #include "emo/base/stats.h"
+#include "emo/dist/dist.h"
+#include "emo/replay/distributed.h"
 #include "emo/replay/replay.h"
+#include "internal.h"
 #include "emo/trace/kineto_out.h"
 
 namespace emo::analysis {
@@ -22,11 +26,10 @@ using graph::NodeKind;
 
 namespace {
 
-std::vector<int64_t> host_scaled(const Workload& w, double host_scale) {
-  const graph::Graph& g = w.graph;
+std::vector<int64_t> host_scaled(const graph::Graph& g, double host_scale) {
   std::vector<int64_t> d = g.dur_ns;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (is_host_time(w, n)) d[n] = std::llround(static_cast<double>(d[n]) * host_scale);
+    if (is_host_time(g, n)) d[n] = std::llround(static_cast<double>(d[n]) * host_scale);
   }
   return d;
 }
@@ -59,7 +62,7 @@ bool is_host_time(const graph::Graph& g, NodeId n) {
 int64_t replay_with_host_scale(const Workload& w, double host_scale) {
   replay::Replayer r(w.graph);
   replay::Timeline tl;
-  r.run(host_scaled(w, host_scale), tl);
+  r.run(host_scaled(w.graph, host_scale), tl);
   return tl.makespan_ns();
 }
 
@@ -106,111 +109,120 @@ Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int
   return c;
 }
 
-std::vector<std::string> traces_with_host_scale(const Workload& w, double host_scale, const ProfilerCost* cost) {
-  const graph::Graph& g = w.graph;
-  const std::vector<int64_t> d = host_scaled(w, host_scale);
-  replay::Replayer rp(g);
-  replay::Timeline tl;
-  rp.run(d, tl);
+namespace {
 
+// Rank `r` of `g` (its trace `t`) written back as a Kineto trace with its nodes at [start(n), end(n)).
+template <class Start, class End>
+std::string rank_trace_at(const graph::Graph& g, const trace::RankTrace& t, uint32_t r, Start&& start, End&& end,
+                          double host_scale, const ProfilerCost* cost) {
+  // The rank's trace time against the graph's timeline, from a node that starts where its event does
+  // (a GPU op or a runtime call: never cut).
+  int64_t offset = 0;
+  bool have_offset = false;
+  // Trace lane -> graph lane, by what names a lane.
+  std::map<std::tuple<bool, int64_t, int64_t>, uint32_t> lane_of;
+  for (uint32_t l = 0; l < g.lanes.size(); ++l) {
+    const graph::Lane& gl = g.lanes[l];
+    if (gl.rank != r) continue;
+    lane_of[{gl.gpu, gl.gpu ? gl.device : gl.pid, gl.gpu ? gl.stream : gl.tid}] = l;
+  }
+  std::vector<uint32_t> graph_lane(t.lanes.size(), graph::kNoId);
+  for (uint32_t l = 0; l < t.lanes.size(); ++l) {
+    const trace::Lane& tl_ = t.lanes[l];
+    auto it = lane_of.find({tl_.gpu, tl_.gpu ? tl_.device : tl_.pid, tl_.gpu ? tl_.stream : tl_.tid});
+    if (it != lane_of.end()) graph_lane[l] = it->second;
+  }
+  std::vector<trace::TimeWarp> warps(g.lanes.size());
+  std::vector<NodeId> node_of(t.events.size(), graph::kNoId);  // GPU ops: their node
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.rank[n] != r || g.lane[n] == graph::kNoId) continue;
+    warps[g.lane[n]].a.emplace_back(g.meas_start_ns[n], start(n));
+    warps[g.lane[n]].a.emplace_back(g.meas_end_ns[n], end(n));
+    if (g.event[n] == graph::kNoId) continue;
+    if (graph::is_gpu(g.kind[n])) node_of[g.event[n]] = n;
+    if (!have_offset && (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kRuntime)) {
+      offset = g.meas_start_ns[n] - t.events[g.event[n]].ts_ns;
+      have_offset = true;
+    }
+  }
+  for (auto& wp : warps) wp.finish();
+
+  fmt::memory_buffer b;
+  b.append(std::string_view("{\"schemaVersion\": 1"));
+  if (!t.device_name.empty()) {
+    b.append(std::string_view(", \"deviceProperties\": [{\"id\": 0, \"name\": \""));
+    trace::append_json_escaped(b, t.device_name);
+    b.append(std::string_view("\"}]"));
+  }
+  if (t.rank >= 0) {
+    fmt::format_to(std::back_inserter(b), ",\n\"distributedInfo\": {{\"rank\": {}", t.rank);
+    if (t.world_size > 0) fmt::format_to(std::back_inserter(b), ", \"world_size\": {}", t.world_size);
+    b.push_back('}');
+  }
+  fmt::format_to(std::back_inserter(b), ",\n\"baseTimeNanoseconds\": {}", t.origin_ns);
+  if (!t.untraced_step_ns.empty()) {
+    b.append(std::string_view(",\n\"emo_untraced_step_us\": ["));
+    for (size_t i = 0; i < t.untraced_step_ns.size(); ++i) {
+      fmt::format_to(std::back_inserter(b), "{}{:.3f}", i > 0 ? ", " : "", static_cast<double>(t.untraced_step_ns[i]) / 1e3);
+    }
+    b.push_back(']');
+  }
+  fmt::format_to(std::back_inserter(b), ",\n\"emo_deprofiled\": {{\"host_scale\": {:.4f}", host_scale);
+  if (cost != nullptr) {
+    fmt::format_to(std::back_inserter(b), ", \"traced_step_us\": {:.3f}, \"untraced_step_us\": {:.3f}, \"replayed_step_us\": {:.3f}",
+                   static_cast<double>(cost->traced_ns) / 1e3, static_cast<double>(cost->untraced_ns) / 1e3,
+                   static_cast<double>(cost->replayed_ns) / 1e3);
+  }
+  b.append(std::string_view("},\n\"traceEvents\": [\n"));
+  bool first = true;
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const trace::Event& e = t.events[i];
+    if (e.lane >= t.lanes.size()) continue;
+    int64_t ts = 0, te = 0;
+    if (node_of[i] != graph::kNoId) {
+      ts = start(node_of[i]);
+      te = end(node_of[i]);
+    } else if (graph_lane[e.lane] != graph::kNoId) {
+      const trace::TimeWarp& wp = warps[graph_lane[e.lane]];
+      ts = wp(e.ts_ns + offset);
+      te = std::max(ts, wp(e.ts_ns + e.dur_ns + offset));
+    } else {
+      ts = e.ts_ns + offset;
+      te = ts + e.dur_ns;
+    }
+    ts -= offset;
+    te -= offset;
+    if (!first) b.append(std::string_view(",\n"));
+    first = false;
+    trace::append_kineto_event(b, t, i, ts, te, t.name_of(e));
+    // The fwdbwd flows, at their ops' starts (the reader binds them there again).
+    const trace::Lane& lane = t.lanes[e.lane];
+    if (e.flow_out != 0) {
+      fmt::format_to(std::back_inserter(b),
+                     ",\n{{\"ph\": \"s\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"}}",
+                     e.flow_out, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
+    }
+    if (e.flow_in != 0) {
+      fmt::format_to(std::back_inserter(b),
+                     ",\n{{\"ph\": \"f\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"bp\": \"e\"}}",
+                     e.flow_in, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
+    }
+  }
+  b.append(std::string_view("\n]}\n"));
+  return fmt::to_string(b);
+}
+
+}  // namespace
+
+std::vector<std::string> traces_with_host_scale(const Workload& w, double host_scale, const ProfilerCost* cost) {
+  replay::Replayer rp(w.graph);
+  replay::Timeline tl;
+  rp.run(host_scaled(w.graph, host_scale), tl);
   std::vector<std::string> out;
   for (uint32_t r = 0; r < w.ranks.size(); ++r) {
-    const trace::RankTrace& t = w.ranks[r];
-    // The rank's trace time against the graph's timeline, from a node that starts where its event does
-    // (a GPU op or a runtime call: never cut).
-    int64_t offset = 0;
-    bool have_offset = false;
-    // Trace lane -> graph lane, by what names a lane.
-    std::map<std::tuple<bool, int64_t, int64_t>, uint32_t> lane_of;
-    for (uint32_t l = 0; l < g.lanes.size(); ++l) {
-      const graph::Lane& gl = g.lanes[l];
-      if (gl.rank != r) continue;
-      lane_of[{gl.gpu, gl.gpu ? gl.device : gl.pid, gl.gpu ? gl.stream : gl.tid}] = l;
-    }
-    std::vector<uint32_t> graph_lane(t.lanes.size(), graph::kNoId);
-    for (uint32_t l = 0; l < t.lanes.size(); ++l) {
-      const trace::Lane& tl_ = t.lanes[l];
-      auto it = lane_of.find({tl_.gpu, tl_.gpu ? tl_.device : tl_.pid, tl_.gpu ? tl_.stream : tl_.tid});
-      if (it != lane_of.end()) graph_lane[l] = it->second;
-    }
-    std::vector<trace::TimeWarp> warps(g.lanes.size());
-    std::vector<NodeId> node_of(t.events.size(), graph::kNoId);  // GPU ops: their node
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      if (g.rank[n] != r || g.lane[n] == graph::kNoId) continue;
-      warps[g.lane[n]].a.emplace_back(g.meas_start_ns[n], tl.start(n));
-      warps[g.lane[n]].a.emplace_back(g.meas_end_ns[n], tl.end(n));
-      if (g.event[n] == graph::kNoId) continue;
-      if (graph::is_gpu(g.kind[n])) node_of[g.event[n]] = n;
-      if (!have_offset && (graph::is_gpu(g.kind[n]) || g.kind[n] == NodeKind::kRuntime)) {
-        offset = g.meas_start_ns[n] - t.events[g.event[n]].ts_ns;
-        have_offset = true;
-      }
-    }
-    for (auto& wp : warps) wp.finish();
-
-    fmt::memory_buffer b;
-    b.append(std::string_view("{\"schemaVersion\": 1"));
-    if (!t.device_name.empty()) {
-      b.append(std::string_view(", \"deviceProperties\": [{\"id\": 0, \"name\": \""));
-      trace::append_json_escaped(b, t.device_name);
-      b.append(std::string_view("\"}]"));
-    }
-    if (t.rank >= 0) {
-      fmt::format_to(std::back_inserter(b), ",\n\"distributedInfo\": {{\"rank\": {}", t.rank);
-      if (t.world_size > 0) fmt::format_to(std::back_inserter(b), ", \"world_size\": {}", t.world_size);
-      b.push_back('}');
-    }
-    fmt::format_to(std::back_inserter(b), ",\n\"baseTimeNanoseconds\": {}", t.origin_ns);
-    if (!t.untraced_step_ns.empty()) {
-      b.append(std::string_view(",\n\"emo_untraced_step_us\": ["));
-      for (size_t i = 0; i < t.untraced_step_ns.size(); ++i) {
-        fmt::format_to(std::back_inserter(b), "{}{:.3f}", i > 0 ? ", " : "", static_cast<double>(t.untraced_step_ns[i]) / 1e3);
-      }
-      b.push_back(']');
-    }
-    fmt::format_to(std::back_inserter(b), ",\n\"emo_deprofiled\": {{\"host_scale\": {:.4f}", host_scale);
-    if (cost != nullptr) {
-      fmt::format_to(std::back_inserter(b), ", \"traced_step_us\": {:.3f}, \"untraced_step_us\": {:.3f}, \"replayed_step_us\": {:.3f}",
-                     static_cast<double>(cost->traced_ns) / 1e3, static_cast<double>(cost->untraced_ns) / 1e3,
-                     static_cast<double>(cost->replayed_ns) / 1e3);
-    }
-    b.append(std::string_view("},\n\"traceEvents\": [\n"));
-    bool first = true;
-    for (size_t i = 0; i < t.events.size(); ++i) {
-      const trace::Event& e = t.events[i];
-      if (e.lane >= t.lanes.size()) continue;
-      int64_t ts = 0, te = 0;
-      if (node_of[i] != graph::kNoId) {
-        ts = tl.start(node_of[i]);
-        te = tl.end(node_of[i]);
-      } else if (graph_lane[e.lane] != graph::kNoId) {
-        const trace::TimeWarp& wp = warps[graph_lane[e.lane]];
-        ts = wp(e.ts_ns + offset);
-        te = std::max(ts, wp(e.ts_ns + e.dur_ns + offset));
-      } else {
-        ts = e.ts_ns + offset;
-        te = ts + e.dur_ns;
-      }
-      ts -= offset;
-      te -= offset;
-      if (!first) b.append(std::string_view(",\n"));
-      first = false;
-      trace::append_kineto_event(b, t, i, ts, te, t.name_of(e));
-      // The fwdbwd flows, at their ops' starts (the reader binds them there again).
-      const trace::Lane& lane = t.lanes[e.lane];
-      if (e.flow_out != 0) {
-        fmt::format_to(std::back_inserter(b),
-                       ",\n{{\"ph\": \"s\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"}}",
-                       e.flow_out, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
-      }
-      if (e.flow_in != 0) {
-        fmt::format_to(std::back_inserter(b),
-                       ",\n{{\"ph\": \"f\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"bp\": \"e\"}}",
-                       e.flow_in, lane.pid, lane.tid, static_cast<double>(ts) / 1e3);
-      }
-    }
-    b.append(std::string_view("\n]}\n"));
-    out.push_back(fmt::to_string(b));
+    out.push_back(rank_trace_at(
+        w.graph, w.ranks[r], r, [&](NodeId n) { return tl.start(n); }, [&](NodeId n) { return tl.end(n); }, host_scale,
+        cost));
   }
   return out;
 }
@@ -236,6 +248,108 @@ Result<Workload> without_profiler_cost(Workload w, const LoadOptions& options) {
   if (!d) return d.error();
   d->deprofiled = *c;
   return d;
+}
+
+namespace {
+// Each rank's median untraced step (every process's, in rank order); the first error of the traces written
+// back (process order).
+constexpr int kTagUntraced = 27, kTagRewritten = 28, kTagEvents = 29;
+}  // namespace
+
+Result<WorkloadPart> detail::without_profiler_cost_part(WorkloadPart w, const LoadOptions& options, dist::Comm& comm) {
+  const graph::Graph& g = w.part.graph;
+  std::vector<int64_t> mine;
+  for (const trace::RankTrace& t : w.ranks) {
+    if (t.untraced_step_ns.empty()) continue;
+    const double m = median(std::vector<double>(t.untraced_step_ns.begin(), t.untraced_step_ns.end()));
+    mine.push_back(std::bit_cast<int64_t>(m));
+  }
+  auto all = dist::all_gather(comm, kTagUntraced, dist::to_bytes(mine));
+  if (!all) return all.error();
+  std::vector<double> per_rank;
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto v = dist::from_bytes((*all)[q], int(q));
+    if (!v) return v.error();
+    for (int64_t bits : *v) per_rank.push_back(std::bit_cast<double>(bits));
+  }
+  // estimate_profiler_cost()'s steps, each replay shared by the processes.
+  if (per_rank.empty()) return w;
+  const replay::Shard shard = replay::make_shard(w.part);
+  replay::ShardTimeline tl;
+  Status failed;
+  const auto replayed = [&](double host_scale) -> int64_t {
+    if (failed.ok()) failed = replay::run_distributed(shard, host_scaled(g, host_scale), comm, tl);
+    return failed.ok() ? tl.makespan_ns() : 0;
+  };
+  ProfilerCost c;
+  c.untraced_ns = std::llround(median(per_rank));
+  c.traced_ns = replayed(1.0);
+  if (!failed.ok()) return failed.error();
+  if (c.traced_ns <= c.untraced_ns) return w;
+  c.host0_ns = replayed(0.0);
+  if (c.host0_ns >= c.untraced_ns) {
+    c.host_scale = 0;
+    c.replayed_ns = c.host0_ns;
+    c.explained = false;
+  } else {
+    double lo = 0, hi = 1;
+    while (hi - lo > 1e-4 && failed.ok()) {
+      const double mid = 0.5 * (lo + hi);
+      (replayed(mid) <= c.untraced_ns ? lo : hi) = mid;
+    }
+    c.host_scale = std::floor(lo * 1e4) / 1e4;
+    c.replayed_ns = replayed(c.host_scale);
+  }
+  if (!failed.ok()) return failed.error();
+  if (100.0 * (static_cast<double>(c.traced_ns) / static_cast<double>(c.untraced_ns) - 1.0) <= kProfilerSlowdownDoubtPct) {
+    return w;
+  }
+  // This process's ranks written back at the factor (`tl` holds its replay) and read again, restricted to
+  // their step as one process restricts them.
+  WorkloadPart out;
+  std::optional<Error> error;
+  int64_t events = 0;
+  for (uint32_t r = 0; r < w.ranks.size() && !error; ++r) {
+    const std::string text = rank_trace_at(
+        g, w.ranks[r], r, [&](NodeId n) { return tl.t_ns[2 * size_t(n)]; },
+        [&](NodeId n) { return tl.t_ns[2 * size_t(n) + 1]; }, c.host_scale, &c);
+    auto t = trace::parse_trace(text, w.ranks[r].path);
+    if (!t) {
+      error = t.error();
+      break;
+    }
+    auto step = trace::select_step(*t, std::nullopt);
+    if (!step) {
+      error = step.error();
+      break;
+    }
+    events += int64_t(t->events.size());
+    out.steps.push_back(*step);
+    out.ranks.push_back(std::move(*t));
+  }
+  w.ranks.clear();
+  auto verdicts = dist::all_gather(comm, kTagRewritten,
+                                   error ? dist::frame({error->where, error->what, error->note}) : std::string());
+  if (!verdicts) return verdicts.error();
+  for (const std::string& v : *verdicts) {
+    if (v.empty()) continue;
+    auto f = dist::unframe(v);
+    if (!f || f->size() != 3) return make_error("", "a process's error arrived cut short");
+    return make_error(std::string((*f)[0]), std::string((*f)[1]), std::string((*f)[2]));
+  }
+  auto total = dist::all_combine(comm, kTagEvents, {events}, [](const std::vector<std::vector<int64_t>>& parts) {
+    int64_t sum = 0;
+    for (const auto& p : parts) sum += p.empty() ? 0 : p[0];
+    return std::vector<int64_t>{sum};
+  });
+  if (!total) return total.error();
+  out.events = total->at(0);
+  auto part = graph::build_part(out.ranks, comm, options.build);
+  if (!part) return part.error();
+  out.part = std::move(*part);
+  out.part.graph.step_of_rank = out.steps;
+  out.deprofiled = c;
+  return out;
 }
 
 Result<Deprofiled> deprofile(const Workload& w, const std::string& out_dir, std::optional<double> host_scale,

@@ -10,6 +10,7 @@
 #include "emo/dist/dist.h"
 
 namespace emo::analysis {
+struct LoadOptions;
 struct WorkloadPart;
 }
 
@@ -23,5 +24,10 @@ Intervals merged_intervals(Intervals iv);
 // process's part; the report joined on process 0 (the others' hold their own collectives only).
 Result<TopologyWhatIf> topology_durations_part(const WorkloadPart& w, const Topology& asked, const Topology* recorded,
                                                dist::Comm& comm);
+
+// without_profiler_cost() over the processes of a run (load_part with options.deprofile; every process calls
+// it): the same factor from replays shared by the processes, each process's ranks written back at it and
+// the parts built again; `w` as it is where one process leaves the step as it is.
+Result<WorkloadPart> without_profiler_cost_part(WorkloadPart w, const LoadOptions& options, dist::Comm& comm);
 
 }  // namespace emo::analysis::detail

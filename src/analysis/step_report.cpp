@@ -964,7 +964,7 @@ Result<StepReport> report_part(const WorkloadPart& w, const Analysis& a, const R
   const graph::BuildStats& bs = part.graph.stats;
   out.json = json_of(mine, bs, a, per_kernel);
   out.text = text_of(mine, bs, part.queued_loop, part.graph.gpu_tail_loop, a);
-  out.warnings = warnings_of(mine, bs, a, std::nullopt);
+  out.warnings = warnings_of(mine, bs, a, w.deprofiled);
   if (ask.kernels_csv) out.kernels_csv = kernels_csv_of(mine);
   if (ask.critical_path_csv) out.critical_path_csv = critical_path_csv_of(mine, a);
   return out;

@@ -98,6 +98,19 @@ mpi 2 whatif "${files[@]}" --topology "$tmp/no-such-topology.json" >/dev/null 2>
 rc=$?
 if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; else fail "whatif --topology missing file under mpirun: rc $rc"; cat "$tmp/wt.err"; fi
 
+# --deprofile in parts: the H200 training step (one rank: the other processes hold none), its profiler's cost
+# found from shared replays and taken out; analyze and whatif say what one process says.
+h200="$(cd "$(dirname "$0")/../data/traces" && pwd)/h200_transformer_train.json.gz"
+for cmd in analyze whatif; do
+  extra=()
+  [ "$cmd" = whatif ] && extra=(--scale cat:host=0.5)
+  "$emo" "$cmd" "$h200" --deprofile "${extra[@]}" >"$tmp/dp.1.out" 2>"$tmp/dp.1.err" || fail "$cmd --deprofile in one process"
+  mpi 3 "$cmd" "$h200" --deprofile "${extra[@]}" >"$tmp/dp.np3.out" 2>"$tmp/dp.np3.err" || fail "$cmd --deprofile with 3 processes"
+  if grep -q "the profiler's cost was taken out" "$tmp/dp.1.err" && cmp -s "$tmp/dp.1.out" "$tmp/dp.np3.out" &&
+    cmp -s "$tmp/dp.1.err" "$tmp/dp.np3.err"; then ok
+  else fail "$cmd --deprofile np=3 differs"; diff "$tmp/dp.1.out" "$tmp/dp.np3.out" | head; diff "$tmp/dp.1.err" "$tmp/dp.np3.err" | head; fi
+done
+
 # ---- the text and the warnings go out once, from process 0, as one process's ----
 mpi 4 analyze "${files[@]}" >"$tmp/text.out" 2>"$tmp/text.err" || fail "analyze text with 4 processes"
 n=$(grep -c '^step span' "$tmp/text.out")

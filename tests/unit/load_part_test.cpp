@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "emo/analysis/analysis.h"
+#include "emo/analysis/deprofile.h"
 #include "emo/dist/dist.h"
 #include "emo/synth/synth.h"
 #include "load_cases.h"
@@ -307,6 +308,58 @@ TEST(LoadPart, WhatIfsOnTheEightRankDlrmStepAreOneProcesss) {
   expect_what_ifs_of_one_process(*files, "dlrm topology", {{}, {"nccl=2"}}, {2, 3, 8}, &slower);
 }
 
+// --deprofile: the profiler's cost found from replays the processes share (each rank's untraced steps
+// gathered), each process's ranks written back at that factor and built again; the reports (which say what
+// was taken out) are one process's. The H200 training step (one rank: the other processes hold none), and
+// train-pp's four stages given untraced steps between the step with no host time and the traced one, each
+// rank its own (the median of the ranks' medians), and given one shorter than even no host time can reach.
+TEST(LoadPart, DeprofiledStepsAreOneProcesss) {
+  analysis::LoadOptions deprofile;
+  deprofile.deprofile = true;
+  const std::string h200 = std::string(EMO_TEST_DATA_DIR) + "/traces/h200_transformer_train.json.gz";
+  auto one = analysis::load({h200}, deprofile);
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  ASSERT_TRUE(one->deprofiled.has_value());
+  expect_reports_of_one_process({h200}, "h200 deprofiled", {1, 2, 3}, deprofile);
+
+  // Each rank its own untraced steps (about `untraced` ns), the files out of rank order.
+  const auto with_untraced = [](const std::vector<std::string>& files, double untraced) {
+    std::vector<std::string> given;
+    for (size_t r = 0; r < files.size(); ++r) {
+      nlohmann::json j = nlohmann::json::parse(test::slurp(files[r]));
+      const double us = untraced / 1e3 * (1.0 + 0.01 * double(r));
+      j["emo_untraced_step_us"] = {us, us * 1.02, us * 0.99};
+      given.push_back(test::write(std::filesystem::path(files[r]).parent_path().string(),
+                                  "untraced_rank" + std::to_string(r) + ".json", j.dump()));
+    }
+    std::reverse(given.begin(), given.end());
+    return given;
+  };
+  auto decode = synth_files("load_part_deprofile", synth::Workload::kInferDecode, 4);
+  auto traced = analysis::load(decode, {});
+  ASSERT_TRUE(traced.ok());
+  ASSERT_GT(traced->graph.stats.collectives_matched, 0);
+  const int64_t span = analysis::replay_with_host_scale(*traced, 1.0), host0 = analysis::replay_with_host_scale(*traced, 0.0);
+  ASSERT_LT(double(host0), 0.8 * double(span)) << "the family's host must explain part of its step";
+  for (const double untraced : {0.5 * double(span + host0), 0.9 * double(host0)}) {
+    const std::vector<std::string> given = with_untraced(decode, untraced);
+    auto d = analysis::load(given, deprofile);
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    ASSERT_TRUE(d->deprofiled.has_value());
+    EXPECT_EQ(d->deprofiled->explained, untraced > double(host0));
+    expect_reports_of_one_process(given, "infer-decode deprofiled", {1, 2, 3, 5}, deprofile);
+  }
+  // A step the profiler slowed by less than the doubt is left as it is, by every process.
+  auto pp = synth_files("load_part_deprofile_pp", synth::Workload::kTrainPP, 4);
+  auto pp_traced = analysis::load(pp, {});
+  ASSERT_TRUE(pp_traced.ok());
+  const std::vector<std::string> close = with_untraced(pp, 0.96 * double(analysis::replay_with_host_scale(*pp_traced, 1.0)));
+  auto kept = analysis::load(close, deprofile);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_FALSE(kept->deprofiled.has_value());
+  expect_reports_of_one_process(close, "train-pp slowed within the doubt", {2, 3}, deprofile);
+}
+
 // Process 0 says the error one process says, wherever the bad file lies; every other process fails too (a
 // file that cannot be read or a check across ranks with the same error; where process 0 stops before the
 // reading, at once).
@@ -326,12 +379,6 @@ TEST(LoadPart, ErrorsAreOneProcesssOnEveryProcess) {
       }
     }
   }
-  analysis::LoadOptions deprofile;
-  deprofile.deprofile = true;
-  const PartsRun run = run_parts(files, deprofile, 2);
-  ASSERT_FALSE(run.statuses[0].ok());
-  EXPECT_NE(run.statuses[0].error().what.find("--deprofile"), std::string::npos);
-  ASSERT_FALSE(run.statuses[1].ok());
   // Process 0's own check before the reading (an output it cannot write): the others stop without waiting.
   ::setenv("EMO_MPI_TIMEOUT_S", "30", 1);
   const auto t0 = std::chrono::steady_clock::now();

@@ -23,9 +23,9 @@ struct AnalyzeArgs {
 };
 
 // Under mpirun: every process reads its shard and builds, replays and analyzes its part of the step
-// (analysis::load_part, analyze_part); process 0 writes what one process would (analysis::report_part).
-// --deprofile takes the whole step: those runs assemble it on process 0 instead.
-bool in_parts(const AnalyzeArgs& args) { return dist::world().size() > 1 && !args.deprofile; }
+// (analysis::load_part, analyze_part; with --deprofile, the profiler's cost found by shared replays and each
+// process's ranks written back at it); process 0 writes what one process would (analysis::report_part).
+bool in_parts() { return dist::world().size() > 1; }
 
 int analyze_in_parts(const AnalyzeArgs& args, const analysis::LoadOptions& load) {
   dist::Comm& world = dist::world();
@@ -81,7 +81,7 @@ void add_analyze(CLI::App& root, Action& action) {
       o.load.build.split_collectives = !args->no_split;
       o.load.cpu_ops_as_kernels = args->cpu_ops_as_kernels;
       o.load.deprofile = args->deprofile;
-      if (in_parts(*args)) return analyze_in_parts(*args, o.load);
+      if (in_parts()) return analyze_in_parts(*args, o.load);
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       if (Status st = check_outputs(args->traces, {{"--json", args->json_out}, {"--kernels-csv", args->kernels_csv}, {"--critical-path-csv", args->path_csv}}); !st.ok()) return fail(st.error());
       auto s = session::Session::open(o);

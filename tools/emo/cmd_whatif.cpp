@@ -22,10 +22,10 @@ struct WhatIfArgs {
   bool deprofile = false;
 };
 
-// Under mpirun, a what-if without --deprofile: every process selects among and replays its part of the step
-// (analysis::load_part, what_if_part; with --topology, each models the collectives it holds); process 0
-// writes what one process would. --deprofile takes the whole step: that run assembles it on process 0.
-bool in_parts(const WhatIfArgs& args) { return dist::world().size() > 1 && !args.deprofile; }
+// Under mpirun: every process selects among and replays its part of the step (analysis::load_part, what_if_part;
+// with --topology, each models the collectives it holds; with --deprofile, each writes back its own ranks);
+// process 0 writes what one process would.
+bool in_parts() { return dist::world().size() > 1; }
 
 // Process 0 reads the topology files (its failure stops every process before the traces are read) and
 // hands their text to the others (topology_from_json on each: the same Topology everywhere).
@@ -133,7 +133,7 @@ void add_whatif(CLI::App& root, Action& action) {
       o.traces = args->traces;
       if (Status st = set_step(args->step, o.load.step); !st.ok()) return fail(st.error());
       o.load.deprofile = args->deprofile;
-      if (in_parts(*args)) return whatif_in_parts(*args, scales, o.load);
+      if (in_parts()) return whatif_in_parts(*args, scales, o.load);
       if (auto rc = serve_if_worker(o.traces, o.load)) return *rc;
       // Read on process 0 alone (the others only serve their shards; a failure here drains them).
       std::optional<analysis::TopologyQuestion> topology;

@@ -89,14 +89,16 @@ struct WorkloadPart {
   std::vector<int64_t> steps;           // the step used per rank of `ranks` (-1: whole trace)
   int64_t events = 0;                   // events kept across every process's ranks
   graph::GraphPart part;
+  std::optional<ProfilerCost> deprofiled;  // as Workload::deprofiled (LoadOptions::deprofile)
 };
 // load() without the step assembled anywhere: every process of `comm` calls it with the same paths; each
 // reads its shard of the files (process 0's split by bytes), every process learns every file's header (its
 // rank, world size, step, events, or its error), so that each says the error one process would (the first
 // file that cannot be read, then the checks across ranks, then a step a rank lacks); then each takes a
 // contiguous part of the ranks in rank order of about equal events (a trace another process read is
-// moved to it) and builds its part of the graph (graph::build_part). Not with options.deprofile (an Error:
-// its cost model takes the whole step). Process 0 checks the paths (and `before`, what it checked first:
+// moved to it) and builds its part of the graph (graph::build_part). With options.deprofile, the profiler's
+// cost is found as one process finds it (each rank's untraced steps gathered, the replays shared), and
+// each process writes back and rebuilds its own ranks. Process 0 checks the paths (and `before`, what it checked first:
 // the outputs) and where it fails, says so to the others, which stop at once with an Error of their own.
 Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
                                const Status& before = {});

@@ -1,6 +1,6 @@
 // The processes of one run (DESIGN.md §9, docs/mpi.md). Under `mpirun -np P emo analyze|whatif|pack|
 // optimize|evaluate|run TRACE...` each process reads a contiguous shard of the rank files and restricts
-// them to the step. `analyze` and `whatif` (without --deprofile) keep each process's part of the ranks where it is: each
+// them to the step. `analyze` and `whatif` keep each process's part of the ranks where it is: each
 // builds, replays and analyzes its part (analysis::load_part) and process 0 joins what they report; the
 // other subcommands hand the compact tables to process 0, which assembles the step and runs the rest of
 // the pipeline. Only process 0 prints and writes. Without MPI, or without a launcher, the
