@@ -459,6 +459,28 @@ std::optional<bool> unmatched_faster(const graph::Graph& g, NodeId n, const trac
   return double(g.meas_end_ns[n] - g.meas_start_ns[n]) < *model;
 }
 
+// The graph's durations and a report of nothing yet.
+TopologyWhatIf unchanged(const graph::Graph& g, const Topology& asked, const Topology* recorded) {
+  TopologyWhatIf out;
+  out.dur_ns = g.dur_ns;
+  out.report.file = asked.source;
+  if (recorded) out.report.recorded_file = recorded->source;
+  return out;
+}
+
+// Each logical collective's members in `g` (their kernels' start points lead to its start point, in the
+// order of the edges), and whether each node is a member of one.
+std::pair<std::vector<std::vector<NodeId>>, std::vector<char>> members_of(const graph::Graph& g) {
+  std::vector<std::vector<NodeId>> members(g.num_nodes());
+  std::vector<char> matched(g.num_nodes(), 0);
+  for (const auto& e : g.edges) {
+    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
+    members[graph::node_of(e.dst)].push_back(graph::node_of(e.src));
+    matched[graph::node_of(e.src)] = 1;
+  }
+  return {std::move(members), std::move(matched)};
+}
+
 // The report's figures over its collectives (in the step's node order).
 void finish_report(TopologyReport& r, const Topology& model_on) {
   std::vector<double> errors;
@@ -474,18 +496,8 @@ void finish_report(TopologyReport& r, const Topology& model_on) {
 
 Result<TopologyWhatIf> topology_durations(const Workload& w, const Topology& asked, const Topology* recorded) {
   const graph::Graph& g = w.graph;
-  TopologyWhatIf out;
-  out.dur_ns = g.dur_ns;
-  out.report.file = asked.source;
-  if (recorded) out.report.recorded_file = recorded->source;
-  // Each logical collective's members (their kernels' start points lead to its start point).
-  std::vector<std::vector<NodeId>> members(g.num_nodes());
-  std::vector<char> matched(g.num_nodes(), 0);
-  for (const auto& e : g.edges) {
-    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
-    members[graph::node_of(e.dst)].push_back(graph::node_of(e.src));
-    matched[graph::node_of(e.src)] = 1;
-  }
+  TopologyWhatIf out = unchanged(g, asked, recorded);
+  auto [members, matched] = members_of(g);
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (g.kind[n] == NodeKind::kCommKernel && !matched[n]) ++out.report.unmatched;
     if (g.kind[n] != NodeKind::kCollective || members[n].empty()) continue;
@@ -535,19 +547,10 @@ Result<TopologyWhatIf> detail::topology_durations_part(const WorkloadPart& w, co
   const graph::GraphPart& part = w.part;
   const graph::Graph& g = part.graph;
   const int me = comm.rank();
-  TopologyWhatIf out;
-  out.dur_ns = g.dur_ns;
-  out.report.file = asked.source;
-  if (recorded) out.report.recorded_file = recorded->source;
+  TopologyWhatIf out = unchanged(g, asked, recorded);
   // Members here (in the order one process sees them: the first member is always here), and each kernel's
   // rank sent to the process that holds its collective.
-  std::vector<std::vector<NodeId>> members(g.num_nodes());
-  std::vector<char> matched(g.num_nodes(), 0);
-  for (const auto& e : g.edges) {
-    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.src)) continue;
-    members[graph::node_of(e.dst)].push_back(graph::node_of(e.src));
-    matched[graph::node_of(e.src)] = 1;
-  }
+  auto [members, matched] = members_of(g);
   std::vector<std::vector<int64_t>> to(size_t(comm.size()));
   for (const graph::RemoteEdge& e : part.remote) {
     if (e.kind != graph::EdgeKind::kCollective || e.into_local || graph::is_end(e.local)) continue;
