@@ -14,13 +14,14 @@ configuration runs --reps times; the median wall is shown.
 A model of the wall time is fitted to the measured points of each subcommand (least squares on relative
 errors) and printed beside them, with its error on each point, then used for larger P:
     wall = start(P) + a * (MB of the largest shard) + b * ranks + c * (ranks / 1000)^2    (a, b, c >= 0)
-where start(P) is mpirun's start-up (measured: `mpirun -np P true`; 0 at P = 1), a the read time per MB
+where start(P) is the start-up and end of P processes of emo (measured: `mpirun -np P emo --version`, which
+starts and ends MPI and nothing else; 0 at P = 1), a the read time per MB
 of a shard (the shards are read at once), b what process 0 does per rank once the shards are in (the
 assembly, the graph, the replay) and c what grows faster (optimize: its search replays every rank for
 each of a number of plans that grows with the packs). The prediction for larger P
 assumes shards of equal bytes and a core per process. --model-from FILE refits a saved run.
 
-usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze]
+usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze,whatif]
 """
 import argparse
 import json
@@ -199,7 +200,9 @@ def main():
     ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
     ap.add_argument("--ranks", default="64,256,1024")
     ap.add_argument("--procs", default="1,2")
-    ap.add_argument("--commands", default="analyze", help="analyze and/or optimize, comma-separated")
+    ap.add_argument("--commands", default="analyze",
+                    help="analyze, whatif (--scale on the GEMMs and --topology: 8 GPUs a host, a 25 GB/s network) "
+                         "and/or optimize, comma-separated")
     ap.add_argument("--optimize-max-ranks", type=int, default=64, help="optimize only up to this many ranks")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--families", default="mix",
@@ -223,7 +226,7 @@ def main():
     starts = {}
     for p in procs:
         if p > 1:
-            starts[p] = statistics.median(run([a.mpirun, "--oversubscribe", "-np", str(p), "true"], env)[0]
+            starts[p] = statistics.median(run([a.mpirun, "--oversubscribe", "-np", str(p), a.emo, "--version"], env)[0]
                                           for _ in range(a.reps))
     rows = []
     tmp = tempfile.mkdtemp(prefix="emo_mpi_scale_")
@@ -244,6 +247,12 @@ def main():
                         args = [gnu_time, "-f", "%M %U %S", "-a", "-o", mem, a.emo, cmd] + files + ["--json", out]
                         if cmd == "optimize":
                             args += ["-o", os.path.join(tmp, f"policy{p}.json")]
+                        if cmd == "whatif":
+                            topo = os.path.join(tmp, "topology.json")
+                            with open(topo, "w") as fh:
+                                json.dump({"gpus_per_host": 8, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6},
+                                           "inter_host": {"bandwidth_gb_s": 25, "latency_us": 10}}, fh)
+                            args += ["--scale", "gemm|Gemm|sm90=1.2", "--topology", topo]
                         if os.path.exists(mem):
                             os.remove(mem)
                         full = args if p == 1 else [a.mpirun, "--oversubscribe", "-np", str(p)] + args

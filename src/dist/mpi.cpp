@@ -17,6 +17,7 @@
 #include <unistd.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -85,8 +86,8 @@ class MpiComm final : public Comm {
   }
 
   Status flush(double timeout_s) override {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    auto pause = std::chrono::microseconds(100);
+    const auto began = std::chrono::steady_clock::now();
+    const auto deadline = began + std::chrono::duration<double>(timeout_s);
     while (!pending_.empty()) {
       Pending& m = *pending_.front();
       int done = 0;
@@ -94,7 +95,6 @@ class MpiComm final : public Comm {
       if (rc != MPI_SUCCESS) return make_error("", fmt::format("sending: {}", mpi_text(rc)));
       if (done) {
         pending_.pop_front();
-        pause = std::chrono::microseconds(100);
         continue;
       }
       if (std::chrono::steady_clock::now() > deadline) {
@@ -102,8 +102,7 @@ class MpiComm final : public Comm {
         return make_error("", fmt::format("process 0 received nothing for {:g} s", timeout_s),
                           "a process is stuck or much slower than the others; EMO_MPI_TIMEOUT_S sets the wait");
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(5000));
+      std::this_thread::sleep_for(pause_after(began));
     }
     return {};
   }
@@ -129,10 +128,19 @@ class MpiComm final : public Comm {
     std::vector<MPI_Request> requests;
   };
 
+  // The sleep between two polls of a wait that began at `began`: an eighth of the time waited so far, from
+  // 20 µs to 5 ms. The exchanges of a shared replay or a path's walk are many short waits, each of which a
+  // long sleep would stretch (a 5 ms step cost analyze 0.5 s at 2 processes); a process waiting for
+  // seconds wakes at most 200 times a second, keeping the core for the processes at work.
+  static std::chrono::microseconds pause_after(std::chrono::steady_clock::time_point began) {
+    const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began);
+    return std::clamp(waited / 8, std::chrono::microseconds(20), std::chrono::microseconds(5000));
+  }
+
   // The sender of the next message under `tag` from `from` (MPI_ANY_SOURCE: from anyone).
   Result<int> wait_for(int from, int tag, double timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    auto pause = std::chrono::microseconds(100);
+    const auto began = std::chrono::steady_clock::now();
+    const auto deadline = began + std::chrono::duration<double>(timeout_s);
     for (;;) {
       int flag = 0;
       MPI_Status st;
@@ -145,8 +153,7 @@ class MpiComm final : public Comm {
         return make_error("", fmt::format("{} sent nothing for {:g} s", from == MPI_ANY_SOURCE ? "no process" : who, timeout_s),
                           "a process is stuck or much slower than the others; EMO_MPI_TIMEOUT_S sets the wait");
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(5000));
+      std::this_thread::sleep_for(pause_after(began));
     }
   }
 
