@@ -546,27 +546,32 @@ Result<TopologyWhatIf> detail::topology_durations_part(const WorkloadPart& w, co
                                                        const Topology* recorded, dist::Comm& comm) {
   const graph::GraphPart& part = w.part;
   const graph::Graph& g = part.graph;
-  const int me = comm.rank();
   TopologyWhatIf out = unchanged(g, asked, recorded);
   // Members here (in the order one process sees them: the first member is always here), and each kernel's
   // rank sent to the process that holds its collective.
   auto [members, matched] = members_of(g);
+  // Only processes that share a collective exchange: a member's edge to its collective's start on one side,
+  // the collective's edge from it on the other (the build keeps or drops both).
   std::vector<std::vector<int64_t>> to(size_t(comm.size()));
+  std::set<int> from;
   for (const graph::RemoteEdge& e : part.remote) {
-    if (e.kind != graph::EdgeKind::kCollective || e.into_local || graph::is_end(e.local)) continue;
+    if (e.kind != graph::EdgeKind::kCollective || graph::is_end(e.local)) continue;
+    if (e.into_local) {
+      from.insert(e.process);
+      continue;
+    }
     const NodeId n = graph::node_of(e.local);
     matched[n] = 1;
     to[size_t(e.process)].insert(to[size_t(e.process)].end(),
                                  {int64_t(graph::node_of(e.other)), int64_t(g.rank_id(graph::RankIndex(g.rank[n])))});
   }
   for (int q = 0; q < comm.size(); ++q) {
-    if (q != me) EMO_RETURN_IF_ERROR(comm.send(q, kTagMemberRanks, dist::to_bytes(to[size_t(q)])));
+    if (!to[size_t(q)].empty()) EMO_RETURN_IF_ERROR(comm.send(q, kTagMemberRanks, dist::to_bytes(to[size_t(q)])));
   }
   std::unordered_map<NodeId, NodeId> local_of;
   for (NodeId n = 0; n < part.global.size(); ++n) local_of.emplace(part.global[n], n);
   std::vector<std::vector<int>> remote_ranks(g.num_nodes());
-  for (int q = 0; q < comm.size(); ++q) {
-    if (q == me) continue;
+  for (int q : from) {
     auto m = comm.recv(q, kTagMemberRanks, dist::timeout_s());
     if (!m) return m.error();
     auto v = dist::from_bytes(*m, q);
@@ -579,8 +584,7 @@ Result<TopologyWhatIf> detail::topology_durations_part(const WorkloadPart& w, co
   }
   EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
   // This process's collectives, modeled; the first (in the step's node order) that the model fails.
-  json facts{{"without_size", 0}, {"unmatched", 0}, {"unmatched_modeled", 0}, {"faster", 0},
-             {"collectives", json::array()}, {"error", nullptr}};
+  json facts{{"collectives", json::array()}, {"error", nullptr}};
   int64_t first_error = -1;
   TopologyReport& rep = out.report;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
