@@ -66,6 +66,31 @@ int64_t replay_with_host_scale(const Workload& w, double host_scale) {
   return tl.makespan_ns();
 }
 
+namespace {
+
+// The factor on host time of `c` (its untraced and traced steps set, the traced one longer), from the step
+// replayed at a factor (`replayed`): 0 where even no host time is too long, else the largest factor whose
+// step is no longer than the untraced one, to 1e-4 (the replay is monotone in the host's durations).
+template <class Replayed>
+void find_host_scale(ProfilerCost& c, Replayed&& replayed) {
+  c.host0_ns = replayed(0.0);
+  if (c.host0_ns >= c.untraced_ns) {
+    c.host_scale = 0;
+    c.replayed_ns = c.host0_ns;
+    c.explained = false;
+    return;
+  }
+  double lo = 0, hi = 1;
+  while (hi - lo > 1e-4) {
+    const double mid = 0.5 * (lo + hi);
+    (replayed(mid) <= c.untraced_ns ? lo : hi) = mid;
+  }
+  c.host_scale = std::floor(lo * 1e4) / 1e4;
+  c.replayed_ns = replayed(c.host_scale);
+}
+
+}  // namespace
+
 Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int64_t> untraced_ns) {
   // Each rank's median as the doubt check (step_warnings) takes it, then their median.
   std::vector<double> per_rank;
@@ -90,22 +115,7 @@ Result<ProfilerCost> estimate_profiler_cost(const Workload& w, std::optional<int
                                   ms(c.traced_ns), ms(c.untraced_ns)),
                       "there is no profiler cost to take out; use the trace as it is");
   }
-  c.host0_ns = replay_with_host_scale(w, 0.0);
-  if (c.host0_ns >= c.untraced_ns) {
-    c.host_scale = 0;
-    c.replayed_ns = c.host0_ns;
-    c.explained = false;
-    return c;
-  }
-  // The replay is monotone in the host's durations: bisect for the largest factor whose step is no
-  // longer than the untraced one, to 1e-4.
-  double lo = 0, hi = 1;
-  while (hi - lo > 1e-4) {
-    const double mid = 0.5 * (lo + hi);
-    (replay_with_host_scale(w, mid) <= c.untraced_ns ? lo : hi) = mid;
-  }
-  c.host_scale = std::floor(lo * 1e4) / 1e4;
-  c.replayed_ns = replay_with_host_scale(w, c.host_scale);
+  find_host_scale(c, [&](double host_scale) { return replay_with_host_scale(w, host_scale); });
   return c;
 }
 
@@ -286,20 +296,7 @@ Result<WorkloadPart> detail::without_profiler_cost_part(WorkloadPart w, const Lo
   c.traced_ns = replayed(1.0);
   if (!failed.ok()) return failed.error();
   if (c.traced_ns <= c.untraced_ns) return w;
-  c.host0_ns = replayed(0.0);
-  if (c.host0_ns >= c.untraced_ns) {
-    c.host_scale = 0;
-    c.replayed_ns = c.host0_ns;
-    c.explained = false;
-  } else {
-    double lo = 0, hi = 1;
-    while (hi - lo > 1e-4 && failed.ok()) {
-      const double mid = 0.5 * (lo + hi);
-      (replayed(mid) <= c.untraced_ns ? lo : hi) = mid;
-    }
-    c.host_scale = std::floor(lo * 1e4) / 1e4;
-    c.replayed_ns = replayed(c.host_scale);
-  }
+  find_host_scale(c, replayed);
   if (!failed.ok()) return failed.error();
   if (100.0 * (static_cast<double>(c.traced_ns) / static_cast<double>(c.untraced_ns) - 1.0) <= kProfilerSlowdownDoubtPct) {
     return w;
