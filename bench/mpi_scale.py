@@ -21,7 +21,7 @@ assembly, the graph, the replay) and c what grows faster (optimize: its search r
 each of a number of plans that grows with the packs). The prediction for larger P
 assumes shards of equal bytes and a core per process. --model-from FILE refits a saved run.
 
-usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze,whatif]
+usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze,whatif,pack]
 """
 import argparse
 import json
@@ -201,8 +201,8 @@ def main():
     ap.add_argument("--ranks", default="64,256,1024")
     ap.add_argument("--procs", default="1,2")
     ap.add_argument("--commands", default="analyze",
-                    help="analyze, whatif (--scale on the GEMMs and --topology: 8 GPUs a host, a 25 GB/s network) "
-                         "and/or optimize, comma-separated")
+                    help="analyze, whatif (--scale on the GEMMs and --topology: 8 GPUs a host, a 25 GB/s network), "
+                         "pack and/or optimize, comma-separated")
     ap.add_argument("--optimize-max-ranks", type=int, default=64, help="optimize only up to this many ranks")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--families", default="mix",

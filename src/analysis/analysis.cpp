@@ -785,7 +785,7 @@ std::string node_category(const graph::Graph& g, const std::vector<trace::RankTr
   }
 }
 
-std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name) {
+std::vector<std::string> device_warnings(const std::vector<trace::RankTrace>& ranks, const std::string& profile_name) {
   // Model numbers as products spell them: "v100", "h100", "mi250", "t4" (a letter or three, then digits,
   // at the start of a word).
   auto models = [](const std::string& name) {
@@ -813,7 +813,7 @@ std::vector<std::string> device_warnings(const Workload& w, const std::string& p
     }
     return false;
   };
-  for (const trace::RankTrace& t : w.ranks) {
+  for (const trace::RankTrace& t : ranks) {
     const std::vector<std::string> got = models(t.device_name);
     const std::string file = t.path.empty() ? "the trace " : t.path + " ";
     if (got.empty() && !wanted.empty() && !wanted.front().starts_with("mi") && hip(t)) {
@@ -825,6 +825,22 @@ std::vector<std::string> device_warnings(const Workload& w, const std::string& p
     if (got.empty() || wanted.empty() || std::find(got.begin(), got.end(), wanted.front()) != got.end()) continue;
     out.push_back(fmt::format("{}was recorded on {}, not the {} of --device: its GPU times are taken as {}'s", file,
                               t.device_name, profile_name, profile_name));
+    break;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> device_warnings_part(const WorkloadPart& w, const std::string& profile_name,
+                                                      dist::Comm& comm) {
+  constexpr int kTagDeviceWarning = 33;
+  const std::vector<std::string> mine = device_warnings(w.ranks, profile_name);
+  auto all = dist::all_gather(comm, kTagDeviceWarning, mine.empty() ? std::string() : mine.front());
+  if (!all) return make_error("", "the traces' GPU models: " + all.error().message());
+  std::vector<std::string> out;
+  if (!comm.is_root()) return out;
+  for (const std::string& text : *all) {
+    if (text.empty()) continue;
+    out.push_back(text);
     break;
   }
   return out;

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "emo/model/kernel_names.h"
+#include "emo/replay/distributed.h"
 
 namespace emo::pack {
 
@@ -72,52 +75,84 @@ std::vector<std::vector<NodeId>> gpu_ops_in_index_order(const graph::Graph& g) {
 
 namespace {
 
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+
 uint64_t fnv(uint64_t h, uint64_t v) {
   for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
   return h;
 }
 
-// Replicas (Packing::replica_set): GPUs that run the same ops (names) on each stream in the same order,
-// as data-parallel ranks do; how two streams interleave may differ. They differ in slack, hence in where
-// their atoms split, but their kernel sequences share signatures (a signature is the work, not its
-// slack class), profiled once for all.
-void find_replicas(const graph::Graph& g, Packing& p, int64_t clocks) {
-  // Each GPU's ops as (stream, name), by stream and then in index order.
-  auto key_of = [&](const GpuOps& go) {
-    std::vector<std::pair<int32_t, uint32_t>> k;
-    k.reserve(go.ops.size());
-    for (NodeId n : go.ops) k.emplace_back(g.lanes[g.lane[n]].stream, uint32_t(g.name[n]));
-    std::stable_sort(k.begin(), k.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    return k;
-  };
-  std::unordered_map<uint64_t, std::vector<uint32_t>> firsts;  // key hash -> first GPU of each set
-  std::vector<std::vector<std::pair<int32_t, uint32_t>>> keys_of_sets;
-  p.replica_set.assign(p.gpus.size(), 0);
-  for (uint32_t r = 0; r < p.gpus.size(); ++r) {
-    auto key = key_of(p.gpus[r]);
-    uint64_t h = 1469598103934665603ull;
-    for (const auto& [stream, name] : key) h = fnv(fnv(h, uint64_t(uint32_t(stream))), name);
-    std::vector<uint32_t>& sets = firsts[h];
-    auto it = std::find_if(sets.begin(), sets.end(), [&](uint32_t set) { return keys_of_sets[set] == key; });
-    if (it != sets.end()) {
-      p.replica_set[r] = *it;
-    } else {
-      p.replica_set[r] = uint32_t(keys_of_sets.size());
-      sets.push_back(p.replica_set[r]);
-      keys_of_sets.push_back(std::move(key));
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The hash of each name a graph's ops carry, over its characters (a part's string ids are not the whole
+// step's), computed once per string.
+class NameHashes {
+ public:
+  explicit NameHashes(const graph::Graph& g) : g_(g), h_(g.strings.size(), 0), done_(g.strings.size(), 0) {}
+  uint64_t operator()(NodeId n) {
+    const auto id = g_.name[n];
+    if (!done_[id]) {
+      uint64_t h = kFnvBasis;
+      for (char c : g_.strings.view(id)) h = (h ^ uint8_t(c)) * 1099511628211ull;
+      h_[id] = h;
+      done_[id] = 1;
     }
+    return h_[id];
   }
-  p.replica_sets = int64_t(keys_of_sets.size());
-  // What profiling each GPU on its own would take: its own distinct signatures at every clock.
+
+ private:
+  const graph::Graph& g_;
+  std::vector<uint64_t> h_;
+  std::vector<uint8_t> done_;
+};
+
+// A GPU's ops as (stream, name) by stream and then in index order, hashed two ways, and their count: GPUs
+// with the same key are replicas (Packing::replica_set) — they run the same ops (names) on each stream in
+// the same order, as data-parallel ranks do; how two streams interleave may differ. They differ in slack,
+// hence in where their atoms split, but their kernel sequences share signatures (a signature is the work,
+// not its slack class), profiled once for all. The key is the same on any process that holds the GPU.
+using ReplicaKey = std::array<uint64_t, 3>;
+
+ReplicaKey replica_key(const graph::Graph& g, const GpuOps& go, NameHashes& names) {
+  std::vector<std::pair<int32_t, uint64_t>> k;
+  k.reserve(go.ops.size());
+  for (NodeId n : go.ops) k.emplace_back(g.lanes[g.lane[n]].stream, names(n));
+  std::stable_sort(k.begin(), k.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  uint64_t h1 = kFnvBasis, h2 = 0x6a09e667f3bcc909ull;
+  for (const auto& [stream, name] : k) {
+    h1 = fnv(fnv(h1, uint64_t(uint32_t(stream))), name);
+    h2 = mix(h2 ^ mix(name + 0x9e3779b97f4a7c15ull * (uint64_t(uint32_t(stream)) + 1)));
+  }
+  return {h1, h2, uint64_t(k.size())};
+}
+
+// Replica sets from every GPU's key, in rank order: a set is numbered by its first GPU.
+void assign_replicas(Packing& p, const std::vector<ReplicaKey>& keys) {
+  std::map<ReplicaKey, uint32_t> sets;
+  p.replica_set.assign(keys.size(), 0);
+  for (size_t r = 0; r < keys.size(); ++r) {
+    auto [it, fresh] = sets.try_emplace(keys[r], uint32_t(sets.size()));
+    p.replica_set[r] = it->second;
+  }
+  p.replica_sets = int64_t(sets.size());
+}
+
+// Per GPU of `p` (in its gpus' order), its distinct signatures with ops: what profiling it on its own takes.
+std::vector<int64_t> own_signatures(const Packing& p) {
   std::vector<std::vector<uint32_t>> sigs_of(p.gpus.size());
   for (const Atom& at : p.atoms) {
     if (at.first <= at.last) sigs_of[at.rank.index()].push_back(uint32_t(at.signature.index()));
   }
-  p.per_gpu_units = 0;
+  std::vector<int64_t> out;
   for (std::vector<uint32_t>& v : sigs_of) {
     std::sort(v.begin(), v.end());
-    p.per_gpu_units += int64_t(std::unique(v.begin(), v.end()) - v.begin()) * clocks;
+    out.push_back(int64_t(std::unique(v.begin(), v.end()) - v.begin()));
   }
+  return out;
 }
 
 }  // namespace
@@ -160,9 +195,9 @@ std::vector<AtomOverlap> atom_overlaps(const Packing& p, const std::vector<std::
   return out;
 }
 
-Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
-                           const device::DeviceProfile& profile, const PackOptions& opt) {
-  const graph::Graph& g = w.graph;
+namespace {
+
+Status check_options(const device::DeviceProfile& profile, const PackOptions& opt) {
   // (the bounds keep the nanosecond conversions below inside 64 bits)
   if (!(opt.min_switch_multiple >= 0 && opt.min_switch_multiple <= 1e6))
     return make_error("--min-pack", "must be a number of clock-switch latencies from 0 to 1e6");
@@ -171,27 +206,46 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     return make_error("--critical-slack-us", "must be a number of microseconds from 0 to 1e9");
   if (opt.profile_window_ns <= 0) return make_error("profile window", "must be positive");
   if (opt.profile_clocks < 2) return make_error("--profile-clocks", "at least 2 clocks are needed to fit a model");
-  {  // the plan's clocks are supported clocks from the default down to max(min clock, f_max / 2)
-    const double hi = profile.default_clock_mhz.value;
-    const double lo = std::max<double>(profile.min_clock_mhz(), 0.5 * profile.max_clock_mhz());
-    const auto& mhz = profile.sm_clocks.mhz;
-    const auto usable = std::count_if(mhz.begin(), mhz.end(), [&](int c) { return c >= lo - 0.5 && c <= hi + 0.5; });
-    if (opt.profile_clocks > usable) {
-      return make_error("--profile-clocks",
-                        fmt::format("{} clocks asked; {} has {} supported clocks from {:.0f} to {:.0f} MHz, where "
-                                    "the plan profiles", opt.profile_clocks, profile.name, usable, lo, hi),
-                        fmt::format("give at most {}", usable));
-    }
+  // The plan's clocks are supported clocks from the default down to max(min clock, f_max / 2).
+  const double hi = profile.default_clock_mhz.value;
+  const double lo = std::max<double>(profile.min_clock_mhz(), 0.5 * profile.max_clock_mhz());
+  const auto& mhz = profile.sm_clocks.mhz;
+  const auto usable = std::count_if(mhz.begin(), mhz.end(), [&](int c) { return c >= lo - 0.5 && c <= hi + 0.5; });
+  if (opt.profile_clocks > usable) {
+    return make_error("--profile-clocks",
+                      fmt::format("{} clocks asked; {} has {} supported clocks from {:.0f} to {:.0f} MHz, where "
+                                  "the plan profiles", opt.profile_clocks, profile.name, usable, lo, hi),
+                      fmt::format("give at most {}", usable));
   }
-  replay::Replayer rp(g);
-  replay::Timeline tl;
-  rp.run(tl);
+  return {};
+}
+
+int64_t min_pack_of(const device::DeviceProfile& profile, const PackOptions& opt) {
+  return opt.per_kernel         ? 0
+         : opt.min_pack_ns >= 0 ? opt.min_pack_ns
+                                : int64_t(opt.min_switch_multiple * profile.switch_latency_median_ms.value * 1e6);
+}
+
+Error no_gpu_ops(const std::string& where) {
+  return make_error(where,
+                    "the step has no GPU operations (kernels, copies, memsets) to choose clocks for: the trace "
+                    "records no GPU activity",
+                    "record the job with the profiler's CUDA activities (ProfilerActivity.CUDA; emo.torch.capture "
+                    "does), or give --cpu-ops-as-kernels to try EMO's loop on a CPU-only run, its operators standing "
+                    "in for kernels");
+}
+
+// The GPUs of graph `g` (the whole step's, or a process's part): their ops in index order, atoms and packs,
+// with signatures of their own (in order of first appearance, GPU by GPU), from the replayed times `t_ns`
+// (per point; the step begins at `begin_ns`) and the slack (per node); and each GPU's replica key.
+Packing pack_gpus(const graph::Graph& g, const std::vector<int64_t>& t_ns, int64_t begin_ns,
+                  const std::vector<int64_t>& slack_ns, const PackOptions& opt, int64_t min_pack_ns,
+                  std::vector<ReplicaKey>& keys) {
+  auto t_start = [&](NodeId n) { return t_ns[graph::start_point(n)]; };
+  auto t_end = [&](NodeId n) { return t_ns[graph::end_point(n)]; };
+  NameHashes names(g);
   Packing p;
-  p.step_begin_ns = tl.begin_ns;
-  p.step_ns = tl.makespan_ns();
-  p.min_pack_ns = opt.per_kernel         ? 0
-                  : opt.min_pack_ns >= 0 ? opt.min_pack_ns
-                                         : int64_t(opt.min_switch_multiple * profile.switch_latency_median_ms.value * 1e6);
+  p.min_pack_ns = min_pack_ns;
 
   // ---- ops per GPU (rank), index order: measured start, ties by stream ----
   const size_t n_ranks = g.rank_paths.size();
@@ -199,6 +253,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   auto ordered = gpu_ops_in_index_order(g);
   for (uint32_t r = 0; r < n_ranks; ++r) {
     p.gpus[r].rank = graph::RankIndex(r);
+    p.gpus[r].rank_id = g.rank_id(graph::RankIndex(r));
     p.gpus[r].ops = std::move(ordered[r]);
   }
   for (GpuOps& go : p.gpus) {
@@ -209,14 +264,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       go.occurrence.push_back(seen[key]++);
     }
     p.kernel_ops += int64_t(go.ops.size());
-  }
-  if (p.kernel_ops == 0) {
-    return make_error(g.rank_paths.size() == 1 ? g.rank_paths[0] : std::string("pack"),
-                      "the step has no GPU operations (kernels, copies, memsets) to choose clocks for: the trace "
-                      "records no GPU activity",
-                      "record the job with the profiler's CUDA activities (ProfilerActivity.CUDA; emo.torch.capture "
-                      "does), or give --cpu-ops-as-kernels to try EMO's loop on a CPU-only run, its operators standing "
-                      "in for kernels");
+    keys.push_back(replica_key(g, go, names));
   }
 
   // ---- atoms ----
@@ -238,7 +286,7 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   for (const GpuOps& go : p.gpus) {
     if (go.ops.empty()) continue;
     auto cls = [&](NodeId n) {
-      SlackClass s = a.slack_ns[n] <= crit_ns ? SlackClass::kCritical : SlackClass::kSlackRich;
+      SlackClass s = slack_ns[n] <= crit_ns ? SlackClass::kCritical : SlackClass::kSlackRich;
       Boundness b = boundness_of_name(g.strings.view(g.name[n]),
                                       g.kind[n] == NodeKind::kMemcpy || g.kind[n] == NodeKind::kMemset);
       return std::make_pair(s, b);
@@ -251,44 +299,44 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
       auto [s0, b0] = cls(go.ops[i]);
       at.slack = s0;
       at.bound = b0;
-      int64_t run_end = tl.end(go.ops[i]);
-      int64_t busy = 0, cur_b = tl.start(go.ops[i]), cur_e = run_end;
-      uint64_t h = fnv(1469598103934665603ull, uint64_t(b0));
+      int64_t run_end = t_end(go.ops[i]);
+      int64_t busy = 0, cur_b = t_start(go.ops[i]), cur_e = run_end;
+      uint64_t h = fnv(kFnvBasis, uint64_t(b0));
       size_t j = i;
       while (true) {
         const NodeId n = go.ops[j];
-        h = fnv(fnv(h, g.name[n]), uint64_t(uint32_t(g.lanes[g.lane[n]].stream)));
-        at.op_ns += tl.end(n) - tl.start(n);
-        if (tl.start(n) > cur_e) {
+        h = fnv(fnv(h, names(n)), uint64_t(uint32_t(g.lanes[g.lane[n]].stream)));
+        at.op_ns += t_end(n) - t_start(n);
+        if (t_start(n) > cur_e) {
           busy += cur_e - cur_b;
-          cur_b = tl.start(n);
-          cur_e = tl.end(n);
+          cur_b = t_start(n);
+          cur_e = t_end(n);
         } else {
-          cur_e = std::max(cur_e, tl.end(n));
+          cur_e = std::max(cur_e, t_end(n));
         }
-        run_end = std::max(run_end, tl.end(n));
+        run_end = std::max(run_end, t_end(n));
         if (j + 1 >= go.ops.size() || opt.per_kernel) break;
         const NodeId nx = go.ops[j + 1];
         auto [s1, b1] = cls(nx);
         if ((opt.split_slack && s1 != s0) || (opt.split_boundness && b1 != b0)) break;
-        if (tl.start(nx) - run_end >= opt.idle_gap_ns) break;
+        if (t_start(nx) - run_end >= opt.idle_gap_ns) break;
         ++j;
       }
       busy += cur_e - cur_b;
       at.last = uint32_t(j);
-      at.begin_ns = tl.start(go.ops[i]) - tl.begin_ns;
-      at.end_ns = run_end - tl.begin_ns;
+      at.begin_ns = t_start(go.ops[i]) - begin_ns;
+      at.end_ns = run_end - begin_ns;
       at.busy_ns = busy;
       at.signature = signature_of(h, b0, uint32_t(j - i + 1), go.ops[i]);
       p.atoms.push_back(at);
       i = j + 1;
-      if (i < go.ops.size() && tl.start(go.ops[i]) - run_end >= opt.idle_gap_ns) {
+      if (i < go.ops.size() && t_start(go.ops[i]) - run_end >= opt.idle_gap_ns) {
         Atom idle;
         idle.rank = go.rank;
         idle.first = uint32_t(i);
         idle.last = uint32_t(i - 1);
-        idle.begin_ns = run_end - tl.begin_ns;
-        idle.end_ns = tl.start(go.ops[i]) - tl.begin_ns;
+        idle.begin_ns = run_end - begin_ns;
+        idle.end_ns = t_start(go.ops[i]) - begin_ns;
         idle.bound = Boundness::kIdle;
         idle.signature = signature_of(0x1d1e, Boundness::kIdle, 0, graph::kNoId);
         p.atoms.push_back(idle);
@@ -338,8 +386,11 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     pk.end_ns = la.end_ns;
     pk.first_op = fa.first;
     pk.last_op = la.last;
+    if (pk.first_op <= pk.last_op) {
+      pk.first_name = std::string(g.strings.view(g.name[p.gpus[pk.rank.index()].ops[pk.first_op]]));
+    }
     int64_t crit = 0, per_bound[4] = {0, 0, 0, 0};
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = kFnvBasis;
     for (uint32_t x = pk.first_atom; x <= pk.last_atom; ++x) {
       const Atom& at = p.atoms[x];
       pk.busy_ns += at.busy_ns;
@@ -352,15 +403,20 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
     pk.bound = Boundness(std::max_element(per_bound, per_bound + 4) - per_bound);
     pk.signature = h;
   }
+  return p;
+}
 
-  // ---- profiling plan and its cost ----
+// The profiling plan and its cost, and the units, for a step of `nodes` graph nodes on `gpus` GPUs, from
+// `p`'s step time, its ops (kernel_ops) and the step's signatures.
+void plan_profiling(Packing& p, const device::DeviceProfile& profile, const PackOptions& opt, int64_t nodes,
+                    size_t gpus) {
   p.plan_clocks_mhz = plan_clocks(profile, opt.profile_clocks);
   const double step_s = std::max(1e-9, double(p.step_ns) * 1e-9);
   // Steps enough to fill the counter's window: 2 s of a 50 µs decode step is 40 000 steps. A run's
   // graph-node replays are bounded, so a step with very many nodes gets a shorter window.
   const double wanted = std::ceil(double(opt.profile_window_ns) / 1e9 / step_s);
   p.plan_steps = int(std::clamp(wanted, 3.0, 2e9));
-  const int64_t nodes = std::max<int64_t>(1, int64_t(w.graph.num_nodes()));
+  nodes = std::max<int64_t>(1, nodes);
   if (opt.max_plan_node_steps > 0 && int64_t(p.plan_steps) * nodes > opt.max_plan_node_steps) {
     p.plan_steps = int(std::max<int64_t>(3, opt.max_plan_node_steps / nodes));
     p.plan_steps_bounded = true;
@@ -371,16 +427,252 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
   for (const Signature& s : p.signatures) profiled_sigs += s.ops > 0;
   p.kernel_units = p.kernel_ops * clocks;
   p.profiled_units = profiled_sigs * clocks;
-  find_replicas(g, p, clocks);
   // The lower clocks stretch the steps; 1/0.5 bounds it at the plan's lowest clock.
   double stretch = 0;
   for (int c : p.plan_clocks_mhz) stretch += std::min(2.0, profile.max_clock_mhz() / double(c));
-  p.profiling_gpu_ns = int64_t(std::llround(double(p.gpus.size()) * double(p.plan_steps) * step_s * stretch * 1e9));
+  p.profiling_gpu_ns = int64_t(std::llround(double(gpus) * double(p.plan_steps) * step_s * stretch * 1e9));
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
+                           const device::DeviceProfile& profile, const PackOptions& opt) {
+  EMO_RETURN_IF_ERROR(check_options(profile, opt));
+  const graph::Graph& g = w.graph;
+  replay::Replayer rp(g);
+  replay::Timeline tl;
+  rp.run(tl);
+  std::vector<ReplicaKey> keys;
+  Packing p = pack_gpus(g, tl.t_ns, tl.begin_ns, a.slack_ns, opt, min_pack_of(profile, opt), keys);
+  if (p.kernel_ops == 0) return no_gpu_ops(g.rank_paths.size() == 1 ? g.rank_paths[0] : std::string("pack"));
+  p.step_begin_ns = tl.begin_ns;
+  p.step_ns = tl.makespan_ns();
+  plan_profiling(p, profile, opt, int64_t(g.num_nodes()), p.gpus.size());
+  assign_replicas(p, keys);
+  p.per_gpu_units = sum(own_signatures(p)) * int64_t(p.plan_clocks_mhz.size());
   return p;
 }
 
-nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs) {
-  const graph::Graph& g = w.graph;
+namespace {
+
+// Every process's signatures, replica keys and ops (to every process), then its atoms and packs (to process 0).
+constexpr int kTagPackSummary = 31, kTagPackRecords = 32;
+
+// What a process sends every process: [ints, its signatures' first names, its first rank's file]; ints =
+// kernel ops, GPUs, per GPU its replica key (3) and own signatures, signatures, per signature hash, members,
+// ops, boundness.
+std::string summary_of(const graph::Graph& g, const Packing& p, const std::vector<ReplicaKey>& keys) {
+  std::vector<int64_t> ints{p.kernel_ops, int64_t(p.gpus.size())};
+  const std::vector<int64_t> own = own_signatures(p);
+  for (size_t r = 0; r < keys.size(); ++r) {
+    ints.insert(ints.end(), {int64_t(keys[r][0]), int64_t(keys[r][1]), int64_t(keys[r][2]), own[r]});
+  }
+  ints.push_back(int64_t(p.signatures.size()));
+  std::vector<std::string_view> names;
+  for (const Signature& s : p.signatures) {
+    ints.insert(ints.end(), {int64_t(s.hash), int64_t(s.members), int64_t(s.ops), int64_t(s.bound)});
+    names.push_back(s.first_name);
+  }
+  return dist::frame({dist::to_bytes(ints), dist::frame(names), g.rank_paths.empty() ? "" : g.rank_paths[0]});
+}
+
+// What a process sends process 0: [ints, its packs' first names]; ints = GPUs, per GPU its rank id, atoms,
+// per atom its GPU (the part's index), first, last, begin, end, busy, op time, slack, boundness, signature
+// (the step's index), packs, per pack its GPU, first and last atom (the part's), first and last op, begin,
+// end, busy, slack, boundness, signature hash.
+std::string records_of(const Packing& p) {
+  std::vector<int64_t> ints{int64_t(p.gpus.size())};
+  for (const GpuOps& go : p.gpus) ints.push_back(go.rank_id);
+  ints.push_back(int64_t(p.atoms.size()));
+  for (const Atom& at : p.atoms) {
+    ints.insert(ints.end(), {int64_t(at.rank.index()), at.first, at.last, at.begin_ns, at.end_ns, at.busy_ns,
+                             at.op_ns, int64_t(at.slack), int64_t(at.bound), int64_t(at.signature.index())});
+  }
+  ints.push_back(int64_t(p.packs.size()));
+  std::vector<std::string_view> names;
+  for (const Pack& pk : p.packs) {
+    ints.insert(ints.end(), {int64_t(pk.rank.index()), pk.first_atom, pk.last_atom, pk.first_op, pk.last_op,
+                             pk.begin_ns, pk.end_ns, pk.busy_ns, int64_t(pk.slack), int64_t(pk.bound),
+                             int64_t(pk.signature)});
+    names.push_back(pk.first_name);
+  }
+  return dist::frame({dist::to_bytes(ints), dist::frame(names)});
+}
+
+// Reads integers off a message in order; `bad` once one was missing or out of range.
+struct Ints {
+  const std::vector<int64_t>& v;
+  size_t at = 0;
+  bool bad = false;
+  int64_t next(int64_t lo = std::numeric_limits<int64_t>::min(), int64_t hi = std::numeric_limits<int64_t>::max()) {
+    if (at >= v.size() || v[at] < lo || v[at] > hi) {
+      bad = true;
+      return lo < 0 ? 0 : lo;
+    }
+    return v[at++];
+  }
+};
+
+// Process q's records appended to `whole` (its GPUs' rank indexes from `rank_base`).
+Status add_records(Packing& whole, std::string_view bytes, int q) {
+  auto fields = dist::unframe(bytes);
+  if (!fields || fields->size() != 2) return make_error("", fmt::format("process {} sent its packs cut short", q));
+  auto v = dist::from_bytes((*fields)[0], q);
+  if (!v) return v.error();
+  auto names = dist::unframe((*fields)[1]);
+  if (!names) return make_error("", fmt::format("process {} sent its packs' names cut short", q));
+  Ints in{*v};
+  const uint32_t rank_base = uint32_t(whole.gpus.size()), atom_base = uint32_t(whole.atoms.size());
+  const int64_t gpus = in.next(0, 1 << 24);
+  for (int64_t r = 0; r < gpus && !in.bad; ++r) {
+    GpuOps go;
+    go.rank = graph::RankIndex(rank_base + uint32_t(r));
+    go.rank_id = int(in.next(std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+    whole.gpus.push_back(std::move(go));
+  }
+  const int64_t atoms = in.next(0, int64_t(v->size()));
+  const int64_t sigs = int64_t(whole.signatures.size());
+  for (int64_t i = 0; i < atoms && !in.bad; ++i) {
+    Atom at;
+    at.rank = graph::RankIndex(rank_base + uint32_t(in.next(0, gpus - 1)));
+    at.first = uint32_t(in.next(0, UINT32_MAX));
+    at.last = uint32_t(in.next(0, UINT32_MAX));
+    at.begin_ns = in.next();
+    at.end_ns = in.next();
+    at.busy_ns = in.next();
+    at.op_ns = in.next();
+    at.slack = SlackClass(in.next(0, 1));
+    at.bound = Boundness(in.next(0, 3));
+    at.signature = SignatureIndex(uint32_t(in.next(0, sigs - 1)));
+    whole.atoms.push_back(at);
+  }
+  const int64_t packs = in.next(0, int64_t(v->size()));
+  if (!in.bad && size_t(packs) != names->size()) in.bad = true;
+  for (int64_t i = 0; i < packs && !in.bad; ++i) {
+    Pack pk;
+    pk.rank = graph::RankIndex(rank_base + uint32_t(in.next(0, gpus - 1)));
+    pk.first_atom = atom_base + uint32_t(in.next(0, atoms - 1));
+    pk.last_atom = atom_base + uint32_t(in.next(0, atoms - 1));
+    pk.first_op = uint32_t(in.next(0, UINT32_MAX));
+    pk.last_op = uint32_t(in.next(0, UINT32_MAX));
+    pk.begin_ns = in.next();
+    pk.end_ns = in.next();
+    pk.busy_ns = in.next();
+    pk.slack = SlackClass(in.next(0, 1));
+    pk.bound = Boundness(in.next(0, 3));
+    pk.signature = uint64_t(in.next());
+    pk.first_name = std::string((*names)[size_t(i)]);
+    whole.packs.push_back(std::move(pk));
+  }
+  if (in.bad || in.at != v->size()) return make_error("", fmt::format("process {} sent packs that are not a packing's", q));
+  return {};
+}
+
+}  // namespace
+
+Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis::Analysis& a,
+                                    const device::DeviceProfile& profile, const PackOptions& opt, dist::Comm& comm) {
+  EMO_RETURN_IF_ERROR(check_options(profile, opt));
+  const graph::Graph& g = part.graph;
+  const replay::Shard shard = replay::make_shard(part);
+  replay::ShardTimeline tl;
+  EMO_RETURN_IF_ERROR(replay::run_distributed(shard, {}, comm, tl));
+  PackingPart out;
+  Packing& p = out.mine;
+  std::vector<ReplicaKey> keys;
+  p = pack_gpus(g, tl.t_ns, tl.begin_ns, a.slack_ns, opt, min_pack_of(profile, opt), keys);
+  p.step_begin_ns = tl.begin_ns;
+  p.step_ns = tl.makespan_ns();
+
+  // ---- the step's signatures (in order of first appearance, rank by rank), replica keys and counts ----
+  auto all = dist::all_gather(comm, kTagPackSummary, summary_of(g, p, keys));
+  if (!all) return make_error("", "the packs' signatures: " + all.error().message());
+  std::vector<Signature> sigs;
+  std::unordered_map<uint64_t, uint32_t> sig_index;
+  std::vector<uint32_t> mine_to_step;  // this process's signature index -> the step's
+  std::vector<ReplicaKey> step_keys;
+  int64_t kernel_ops = 0, own_units = 0;
+  std::string first_path;
+  size_t first_rank = 0;
+  for (int q = 0; q < comm.size(); ++q) {
+    auto fields = dist::unframe((*all)[size_t(q)]);
+    if (!fields || fields->size() != 3) return make_error("", fmt::format("process {} sent its signatures cut short", q));
+    auto v = dist::from_bytes((*fields)[0], q);
+    if (!v) return v.error();
+    auto names = dist::unframe((*fields)[1]);
+    if (!names) return make_error("", fmt::format("process {} sent its signatures' names cut short", q));
+    Ints in{*v};
+    kernel_ops += in.next(0, int64_t(1) << 50);
+    const int64_t gpus = in.next(0, 1 << 24);
+    if (q == comm.rank()) first_rank = step_keys.size();
+    for (int64_t r = 0; r < gpus && !in.bad; ++r) {
+      ReplicaKey k;
+      for (uint64_t& x : k) x = uint64_t(in.next());
+      step_keys.push_back(k);
+      own_units += in.next(0, int64_t(1) << 40);
+    }
+    const int64_t n = in.next(0, int64_t(v->size()));
+    if (!in.bad && size_t(n) != names->size()) in.bad = true;
+    for (int64_t i = 0; i < n && !in.bad; ++i) {
+      const uint64_t hash = uint64_t(in.next());
+      const int64_t members = in.next(0, UINT32_MAX), ops = in.next(0, UINT32_MAX), bound = in.next(0, 3);
+      auto [it, fresh] = sig_index.try_emplace(hash, uint32_t(sigs.size()));
+      if (fresh) {
+        Signature s;
+        s.hash = hash;
+        s.ops = uint32_t(ops);
+        s.bound = Boundness(bound);
+        s.first_name = std::string((*names)[size_t(i)]);
+        sigs.push_back(std::move(s));
+      }
+      sigs[it->second].members += uint32_t(members);
+      if (q == comm.rank()) mine_to_step.push_back(it->second);
+    }
+    if (in.bad || in.at != v->size()) return make_error("", fmt::format("process {} sent signatures that are not a packing's", q));
+    if (first_path.empty()) first_path = std::string((*fields)[2]);
+  }
+  if (first_rank != part.first_rank || step_keys.size() != part.total_ranks)
+    return make_error("", "the processes' GPUs are not the step's ranks in order");
+  if (kernel_ops == 0) return no_gpu_ops(part.total_ranks == 1 ? first_path : std::string("pack"));
+  for (Atom& at : p.atoms) at.signature = SignatureIndex(mine_to_step[at.signature.index()]);
+  p.signatures = std::move(sigs);
+  p.kernel_ops = kernel_ops;
+  plan_profiling(p, profile, opt, int64_t(part.total_nodes), part.total_ranks);
+  Packing sets;
+  assign_replicas(sets, step_keys);
+  p.replica_sets = sets.replica_sets;
+  p.replica_set.assign(sets.replica_set.begin() + ptrdiff_t(first_rank),
+                       sets.replica_set.begin() + ptrdiff_t(first_rank + p.gpus.size()));
+  p.per_gpu_units = own_units * int64_t(p.plan_clocks_mhz.size());
+
+  // ---- every GPU's atoms and packs, to process 0 ----
+  if (!comm.is_root()) {
+    EMO_RETURN_IF_ERROR(comm.send(dist::kRoot, kTagPackRecords, records_of(p)));
+    EMO_RETURN_IF_ERROR(comm.flush(dist::timeout_s()));
+    return out;
+  }
+  Packing whole = p;  // the step's signatures, plan and units; its GPUs, atoms and packs from every process
+  whole.gpus.clear();
+  whole.atoms.clear();
+  whole.packs.clear();
+  whole.replica_set = std::move(sets.replica_set);
+  EMO_RETURN_IF_ERROR(add_records(whole, records_of(p), 0));
+  for (int q = 1; q < comm.size(); ++q) {
+    auto m = comm.recv(q, kTagPackRecords, dist::timeout_s());
+    if (!m) return make_error("", fmt::format("the packs of process {}: {}", q, m.error().message()));
+    EMO_RETURN_IF_ERROR(add_records(whole, *m, q));
+  }
+  out.whole = std::move(whole);
+  return out;
+}
+
+nlohmann::json to_json(const Packing& p, bool list_packs) {
   nlohmann::ordered_json j;
   j["step_us"] = double(p.step_ns) / 1e3;
   j["min_pack_us"] = double(p.min_pack_ns) / 1e3;
@@ -400,7 +692,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   j["profiled_units_per_gpu"] = p.per_gpu_units;
   if (p.replica_sets < int64_t(p.gpus.size())) {
     std::vector<std::vector<int>> sets(size_t(p.replica_sets));
-    for (size_t r = 0; r < p.gpus.size(); ++r) sets[p.replica_set[r]].push_back(g.rank_id(p.gpus[r].rank));
+    for (size_t r = 0; r < p.gpus.size(); ++r) sets[p.replica_set[r]].push_back(p.gpus[r].rank_id);
     nlohmann::ordered_json listed = nlohmann::ordered_json::array();
     for (size_t i = 0; i < sets.size() && i < 1000; ++i) listed.push_back(sets[i]);
     j["replicas"] = std::move(listed);
@@ -417,7 +709,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
     if (!list_packs && listed >= 1000) break;
     ++listed;
     const GpuOps& go = p.gpus[pk.rank.index()];
-    nlohmann::ordered_json e{{"rank", g.rank_id(go.rank)},
+    nlohmann::ordered_json e{{"rank", go.rank_id},
                              {"begin_us", double(pk.begin_ns) / 1e3},
                              {"end_us", double(pk.end_ns) / 1e3},
                              {"busy_us", double(pk.busy_ns) / 1e3},
@@ -429,7 +721,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
       e["first_op"] = pk.first_op;
       e["last_op"] = pk.last_op;
       e["kernels"] = pk.last_op - pk.first_op + 1;
-      e["first_name"] = std::string(g.strings.view(g.name[go.ops[pk.first_op]]));
+      e["first_name"] = pk.first_name;
     } else {
       e["kernels"] = 0;
     }
@@ -440,7 +732,7 @@ nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_
   return nlohmann::json::parse(j.dump());
 }
 
-std::string to_text(const analysis::Workload& w, const Packing& p) {
+std::string to_text(const Packing& p) {
   std::string out = fmt::format(
       "step {:.3f} ms on {} GPU(s), {} GPU ops -> {} atoms, {} packs (min pack {:.1f} ms)\n"
       "signatures: {} ({} with kernels); profiled units {} vs {} per-kernel ({:.1f}x fewer)\n"
@@ -457,7 +749,6 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
                        p.gpus.size(), p.replica_sets, p.profiled_units, p.per_gpu_units,
                        double(p.per_gpu_units) / double(std::max<int64_t>(1, p.profiled_units)));
   }
-  const graph::Graph& g = w.graph;
   size_t shown = 0;
   for (const Pack& pk : p.packs) {
     if (++shown > 20) {
@@ -466,7 +757,7 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
     }
     const GpuOps& go = p.gpus[pk.rank.index()];
     out += fmt::format("  rank {} [{:9.3f} .. {:9.3f}] ms  {:>10}  {:>13}  {:5} ops  {}\n",
-                       g.rank_id(go.rank), double(pk.begin_ns) / 1e6,
+                       go.rank_id, double(pk.begin_ns) / 1e6,
                        double(pk.end_ns) / 1e6, to_string(pk.slack), to_string(pk.bound),
                        pk.first_op <= pk.last_op ? pk.last_op - pk.first_op + 1 : 0,
                        fmt::format("{:016x}", pk.signature).substr(0, 8));
@@ -474,8 +765,7 @@ std::string to_text(const analysis::Workload& w, const Packing& p) {
   return out;
 }
 
-std::string packs_csv(const analysis::Workload& w, const Packing& p, const std::vector<int>* clocks) {
-  const graph::Graph& g = w.graph;
+std::string packs_csv(const Packing& p, const std::vector<int>* clocks) {
   const bool with_clocks = clocks && clocks->size() == p.packs.size();
   std::string out = "rank,begin_us,end_us,busy_us,slack_class,boundness,first_op,last_op,signature";
   out += with_clocks ? ",clock_mhz\n" : "\n";
@@ -483,7 +773,7 @@ std::string packs_csv(const analysis::Workload& w, const Packing& p, const std::
     const Pack& pk = p.packs[i];
     const GpuOps& go = p.gpus[pk.rank.index()];
     out += fmt::format("{},{:.3f},{:.3f},{:.3f},{},{},{},{},{:016x}",
-                       g.rank_id(go.rank), double(pk.begin_ns) / 1e3,
+                       go.rank_id, double(pk.begin_ns) / 1e3,
                        double(pk.end_ns) / 1e3, double(pk.busy_ns) / 1e3, to_string(pk.slack), to_string(pk.bound),
                        pk.first_op, int64_t(pk.last_op), pk.signature);
     out += with_clocks ? fmt::format(",{}\n", (*clocks)[i]) : std::string("\n");

@@ -273,7 +273,7 @@ std::string whatif_text(const json& doc) {
 Result<json> pack_document(Session& s, bool all, int fidelity_mhz) {
   auto p = s.packing();
   if (!p) return p.error();
-  json j = pack::to_json(**s.workload(), **p, all);
+  json j = pack::to_json(**p, all);
   if (fidelity_mhz != 0) {
     auto f = s.pack_fidelity(fidelity_mhz);
     if (!f) return f.error();
@@ -553,7 +553,7 @@ std::unique_ptr<View> pack_text(int fidelity_mhz) {
   return make_view("pack.txt", [fidelity_mhz](Session& s) -> Result<std::string> {
     auto p = s.packing();
     if (!p) return p.error();
-    std::string out = pack::to_text(**s.workload(), **p);
+    std::string out = pack::to_text(**p);
     if (fidelity_mhz == 0) return out;
     auto j = pack_document(s, false, fidelity_mhz);
     if (!j) return j.error();
@@ -576,10 +576,10 @@ std::unique_ptr<View> packs_csv(bool policy_clocks) {
   return make_view("packs.csv", [policy_clocks](Session& s) -> Result<std::string> {
     auto p = s.packing();
     if (!p) return p.error();
-    if (!policy_clocks) return pack::packs_csv(**s.workload(), **p);
+    if (!policy_clocks) return pack::packs_csv(**p);
     auto sol = s.solution();
     if (!sol) return sol.error();
-    return pack::packs_csv(**s.workload(), **p, &(*sol)->solution.policy.pack_clock_mhz);
+    return pack::packs_csv(**p, &(*sol)->solution.policy.pack_clock_mhz);
   });
 }
 

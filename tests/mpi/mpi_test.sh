@@ -98,6 +98,22 @@ mpi 2 whatif "${files[@]}" --topology "$tmp/no-such-topology.json" >/dev/null 2>
 rc=$?
 if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; else fail "whatif --topology missing file under mpirun: rc $rc"; cat "$tmp/wt.err"; fi
 
+# pack in parts: every process packs its own GPUs; the JSON (every pack), CSV, text and warnings (traces of
+# another GPU than --device) are one process's. Data-parallel replicas on different processes share signatures.
+for fam in train-dp train-pp; do
+  pk=(pack "$tmp/$fam" --device a100 --all --csv)
+  "$emo" "${pk[@]}" "$tmp/pk.1.csv" --json "$tmp/pk.1.json" >/dev/null 2>&1 || fail "$fam: pack in one process"
+  "$emo" "${pk[@]}" "$tmp/pk.1.csv" >"$tmp/pk.1.out" 2>"$tmp/pk.1.err" || fail "$fam: pack text in one process"
+  for np in 2 3; do
+    mpi "$np" "${pk[@]}" "$tmp/pk.np.csv" --json "$tmp/pk.np.json" >/dev/null 2>&1 || fail "$fam: pack with $np processes"
+    mpi "$np" "${pk[@]}" "$tmp/pk.np.csv" >"$tmp/pk.np.out" 2>"$tmp/pk.np.err" || fail "$fam: pack text with $np processes"
+    if cmp -s "$tmp/pk.1.json" "$tmp/pk.np.json" && cmp -s "$tmp/pk.1.csv" "$tmp/pk.np.csv" && cmp -s "$tmp/pk.1.out" "$tmp/pk.np.out" &&
+      grep -q '^warning: .*not the a100 of --device' "$tmp/pk.1.err" && cmp -s "$tmp/pk.1.err" "$tmp/pk.np.err"; then ok
+    else fail "$fam: pack np=$np differs"; diff "$tmp/pk.1.out" "$tmp/pk.np.out" | head; diff "$tmp/pk.1.err" "$tmp/pk.np.err" | head; fi
+  done
+done
+grep -q '^replicas: 8 GPUs run 1 distinct' <("$emo" pack "$tmp/train-dp" 2>/dev/null) && ok || fail "train-dp: no replicas found"
+
 # --deprofile in parts: the H200 training step (one rank: the other processes hold none), its profiler's cost
 # found from shared replays and taken out; analyze and whatif say what one process says.
 h200="$(cd "$(dirname "$0")/../data/traces" && pwd)/h200_transformer_train.json.gz"
@@ -202,6 +218,7 @@ echo '{"gpus_per_host": 1, "intra_host": {"bandwidth_gb_s": 200, "latency_us": 6
 one_error "a topology without the link the collectives cross" "has no 'inter_host' link" 3 whatif "${dp[@]}" --topology "$tmp/topo_nonet.json"
 printf '{"gpus_per_host": 2,' >"$tmp/topo_cut.json"
 one_error "a topology file that is not JSON" "topo_cut.json" 3 whatif "${dp[@]}" --topology "$tmp/topo_cut.json"
+one_error "a plan with more clocks than the device has, packed in parts" "--profile-clocks" 3 pack "${dp[@]}" --profile-clocks 1000
 one_error "standard input under MPI" "standard input cannot be shared" 2 analyze - "${dp[0]}"
 one_error "an output that cannot be written" "cannot write" 4 analyze "${dp[@]}" --kernels-csv /nonexistent-dir/x.csv
 # --json too: process 0 stops the others before the reading, at once.

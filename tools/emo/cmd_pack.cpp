@@ -13,6 +13,8 @@
 #include "session_flags.h"
 #include "emo/analysis/analysis.h"
 #include "emo/backends/target.h"
+#include "emo/dist/dist.h"
+#include "emo/pack/pack.h"
 #include "emo/runtime/clockd.h"
 #include "emo/runtime/profile_job.h"
 #include "emo/session/session.h"
@@ -27,6 +29,46 @@ struct PackArgs {
   int fidelity_at = 0;
   std::string fidelity_csv, profiled, profile_on;
 };
+
+// Under mpirun (without --fidelity-at, whose profiling runs the whole step): every process reads its shard
+// and builds, replays, analyzes and packs its part of the step (analysis::load_part, analyze_part,
+// pack::make_packs_part); process 0 writes what one process would.
+int pack_in_parts(const PackArgs& a, session::Options o) {
+  dist::Comm& world = dist::world();
+  const analysis::LoadOptions load = o.load;
+  const pack::PackOptions options = o.pack;
+  // The device as one process opens it (the same error), on every process.
+  auto s = session::Session::open(std::move(o));
+  Status before;
+  if (world.is_root()) {
+    before = s.ok() ? check_outputs(a.flags.traces, {{"--json", a.json_out}, {"--csv", a.csv_out}}) : Status(s.error());
+  }
+  auto w = analysis::load_part(a.flags.traces, load, world, before);
+  if (!w.ok()) return fail(w.error());
+  if (!s.ok()) return fail(s.error());
+  auto an = analysis::analyze_part(w->part, world);
+  if (!an.ok()) return fail(an.error());
+  auto step = analysis::report_part(*w, *an, {}, world);
+  if (!step.ok()) return fail(step.error());
+  auto device = analysis::device_warnings_part(*w, s->profile().name, world);
+  if (!device.ok()) return fail(device.error());
+  auto p = pack::make_packs_part(w->part, *an, s->profile(), options, world);
+  if (!p.ok()) return fail(p.error());
+  if (!world.is_root()) return kExitOk;
+  for (const std::string& text : step->warnings) warn(text);
+  for (const std::string& text : *device) warn(text);
+  const pack::Packing& whole = *p->whole;
+  if (!a.csv_out.empty()) {
+    if (Status st = write_file_atomic(a.csv_out, pack::packs_csv(whole)); !st.ok()) return fail(st.error());
+  }
+  if (!a.json_out.empty()) {
+    if (Status st = write_file_atomic(a.json_out, pack::to_json(whole, a.list).dump(1) + "\n"); !st.ok())
+      return fail(st.error());
+    if (a.json_out == "-") return kExitOk;
+  }
+  std::fputs(pack::to_text(whole).c_str(), stdout);
+  return kExitOk;
+}
 
 }  // namespace
 
@@ -54,6 +96,7 @@ void add_pack(CLI::App& root, Action& action) {
         return fail(Error{"--fidelity-csv/--profiled/--profile-on", "only apply with --fidelity-at MHz", ""});
       auto o = a->flags.options();
       if (!o.ok()) return fail(o.error());
+      if (dist::world().size() > 1 && a->fidelity_at == 0) return pack_in_parts(*a, std::move(*o));
       if (auto rc = serve_if_worker(o->traces, o->load)) return *rc;
       std::vector<std::string> inputs = a->flags.traces;
       if (!a->profiled.empty()) inputs.push_back(a->profiled);

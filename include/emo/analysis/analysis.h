@@ -227,7 +227,14 @@ std::vector<std::string> step_warnings(const Workload& w, const Analysis& a);
 
 // A trace recorded on another GPU model than `profile_name` ("h100", from --device): its model
 // number (V100, MI250, T4, ...) is not the profile's. Nothing where the trace names no model.
-std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name);
+std::vector<std::string> device_warnings(const std::vector<trace::RankTrace>& ranks, const std::string& profile_name);
+inline std::vector<std::string> device_warnings(const Workload& w, const std::string& profile_name) {
+  return device_warnings(w.ranks, profile_name);
+}
+// device_warnings() over the processes of a run, each with its part's ranks: the first rank's warning in
+// rank order, on process 0 (nothing on the others). Every process of the run calls it.
+Result<std::vector<std::string>> device_warnings_part(const WorkloadPart& w, const std::string& profile_name,
+                                                      dist::Comm& comm);
 
 // JSON of DESIGN.md §6 for `analyze`; `per_kernel` adds the `kernels` list.
 nlohmann::json to_json(const Workload& w, const Analysis& a, bool per_kernel);

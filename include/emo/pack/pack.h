@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "emo/base/ids.h"
 #include "emo/base/result.h"
 #include "emo/device/profile.h"
+#include "emo/dist/dist.h"
+#include "emo/graph/part.h"
 
 namespace emo::pack {
 
@@ -63,6 +66,7 @@ using PackIndex = StrongId<struct PackTag>;
 // One GPU of the step (Packing::gpus[rank]): its ops in index order.
 struct GpuOps {
   graph::RankIndex rank;
+  int rank_id = 0;  // its rank number in the job (graph::Graph::rank_id)
   std::vector<graph::NodeId> ops;
   std::vector<uint32_t> occurrence;  // per op: earlier ops with the same name on the same stream
 };
@@ -78,6 +82,8 @@ struct Atom {
   SignatureIndex signature;          // Packing::signatures[signature]
 };
 
+// A signature's hash is over its ops' names (their characters) and streams: the same in any graph that
+// holds the ops, a process's part of the step (make_packs_part) or the whole step.
 struct Signature {
   uint64_t hash = 0;
   uint32_t members = 0;
@@ -95,6 +101,7 @@ struct Pack {
   SlackClass slack = SlackClass::kSlackRich;  // critical when any critical time dominates the busy time
   Boundness bound = Boundness::kIdle;
   uint64_t signature = 0;  // hash of its atoms' signatures (repeated packs share it)
+  std::string first_name;  // its first op's name (empty for idle time only), for reports
 };
 
 struct Packing {
@@ -138,15 +145,34 @@ std::vector<AtomOverlap> atom_overlaps(const Packing& p, const std::vector<std::
 Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis& a,
                            const device::DeviceProfile& profile, const PackOptions& options = {});
 
+// make_packs() over the processes of a run (DESIGN.md §9, docs/mpi.md), each with the part of the step it
+// built of its own ranks (graph::build_part) and analyze_part()'s slack for it: each process packs its own
+// GPUs from the shared replay's times; the processes then exchange their signatures (hash, members, ops)
+// and each GPU's replica key, so every process has the step's signature table, replica sets, plan and
+// units; process 0 also gathers every GPU's atoms and packs (compact records) into the whole step's
+// Packing, the same as make_packs() on the whole step for the reports (its GpuOps without ops: those are
+// node ids of another process's part). Every process of the run calls it; an Error on every process where
+// the options or the step are bad (the same error as make_packs()'s).
+struct PackingPart {
+  // This process's GPUs (GpuOps::rank: the part's rank index), their atoms and packs (Atom::signature:
+  // an index into the step's table); the signatures, replica_set (its GPUs'), replica_sets, plan, units
+  // and the step's times are the whole step's.
+  Packing mine;
+  std::optional<Packing> whole;  // on process 0: every GPU's
+};
+Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis::Analysis& a,
+                                    const device::DeviceProfile& profile, const PackOptions& options,
+                                    dist::Comm& comm);
+
 // The profiling plan: `n` clocks from the device's table, the default clock first, then spread down to
 // ~0.5·f_max (lower clocks rarely save energy and only stretch the runs). With 4 or more, the second
 // lies midway between the voltage knee and f_max, the only place where the knee shows in the measured
 // step energies (H100: 1980, 1785, 1320, 990 MHz).
 std::vector<int> plan_clocks(const device::DeviceProfile& profile, int n);
 
-nlohmann::json to_json(const analysis::Workload& w, const Packing& p, bool list_packs);
-std::string to_text(const analysis::Workload& w, const Packing& p);
+nlohmann::json to_json(const Packing& p, bool list_packs);
+std::string to_text(const Packing& p);
 // One row per pack; with `clocks` (one per pack: a policy's), a last column clock_mhz.
-std::string packs_csv(const analysis::Workload& w, const Packing& p, const std::vector<int>* clocks = nullptr);
+std::string packs_csv(const Packing& p, const std::vector<int>* clocks = nullptr);
 
 }  // namespace emo::pack
