@@ -13,12 +13,15 @@ configuration runs --reps times; the median wall is shown.
 
 A model of the wall time is fitted to the measured points of each subcommand (least squares on relative
 errors) and printed beside them, with its error on each point, then used for larger P:
-    wall = start(P) + a * (MB of the largest shard) + b * ranks + c * (ranks / 1000)^2    (a, b, c >= 0)
+    wall = start(P) + a * (MB of the largest shard) + d * ranks / P + b * ranks + c * (ranks / 1000)^2
+                                                                                  (a, d, b, c >= 0)
 where start(P) is the start-up and end of P processes of emo (measured: `mpirun -np P emo --version`, which
-starts and ends MPI and nothing else; 0 at P = 1), a the read time per MB
-of a shard (the shards are read at once), b what process 0 does per rank once the shards are in (the
-assembly, the graph, the replay) and c what grows faster (optimize: its search replays every rank for
-each of a number of plans that grows with the packs). The prediction for larger P
+starts and ends MPI and nothing else; 0 at P = 1), a the read time per MB of a shard (the shards are read at
+once), d what each process does per rank of its own part (analyze, whatif and pack build, replay and pack
+their parts, all processes at once), b what process 0 does per rank of the step (the assembly, graph and
+replay of the other subcommands; the parts' gathered facts) and c what grows faster (optimize: its search
+replays every rank for each of a number of plans that grows with the packs). With P = 1 and 2 only, d and b
+part where P = 2 took less than P = 1 per rank (they are one term at P = 1). The prediction for larger P
 assumes shards of equal bytes and a core per process. --model-from FILE refits a saved run.
 
 usage: bench/mpi_scale.py --emo build/tools/emo/emo [--ranks 64,256,1024] [--procs 1,2] [--commands analyze,whatif,pack]
@@ -136,10 +139,13 @@ def solve(m, v):
     return [a[i][n] / a[i][i] for i in range(n)]
 
 
-# The model's terms: the read of the largest shard (MB, every process at once), then what process 0
-# does per rank once the shards are in (assembly, graph, replay), and per rank squared (optimize: each
-# of the search's replays covers every rank, and the number of replays grows with the packs).
+# The model's terms: the read of the largest shard (MB, every process at once), what each process does
+# per rank of its part (analyze, whatif, pack: the graph, replays and packs of its own ranks, all
+# processes at once), what process 0 does per rank of the step (the assembly, graph and replay of the
+# other subcommands; the gathered facts of the parts), and per rank squared (optimize: each of the
+# search's replays covers every rank, and the number of replays grows with the packs).
 TERMS = [("ms per MB of the largest shard", lambda r: r["largest_shard_mb"]),
+         ("ms per rank of a process's part", lambda r: r["ranks"] / r["procs"]),
          ("ms per rank", lambda r: float(r["ranks"])),
          ("ms per 1,000 ranks squared", lambda r: (r["ranks"] / 1000.0) ** 2)]
 

@@ -1,9 +1,9 @@
 // The processes of one run (DESIGN.md §9, docs/mpi.md). Under `mpirun -np P emo analyze|whatif|pack|
 // optimize|evaluate|run TRACE...` each process reads a contiguous shard of the rank files and restricts
-// them to the step. `analyze` and `whatif` keep each process's part of the ranks where it is: each
-// builds, replays and analyzes its part (analysis::load_part) and process 0 joins what they report; the
-// other subcommands hand the compact tables to process 0, which assembles the step and runs the rest of
-// the pipeline. Only process 0 prints and writes. Without MPI, or without a launcher, the
+// them to the step. `analyze`, `whatif` and `pack` keep each process's part of the ranks where it is:
+// each builds, replays, analyzes (and packs) its part (analysis::load_part, pack::make_packs_part) and
+// process 0 joins what they report; the other subcommands hand the compact tables to process 0, which
+// assembles the step and runs the rest of the pipeline. Only process 0 prints and writes. Without MPI, or without a launcher, the
 // world is this process alone and nothing changes.
 //
 // Every wait is bounded (timeout_s()); a process that cannot go on ends the run with one `error:`
