@@ -519,15 +519,30 @@ struct Ints {
   }
 };
 
-// Process q's records appended to `whole` (its GPUs' rank indexes from `rank_base`).
-Status add_records(Packing& whole, std::string_view bytes, int q) {
-  auto fields = dist::unframe(bytes);
-  if (!fields || fields->size() != 2) return make_error("", fmt::format("process {} sent its packs cut short", q));
-  auto v = dist::from_bytes((*fields)[0], q);
+// A message of [integers, a frame of names, ...] (`fields` in all) from process q: its fields (views of
+// `bytes`), integers and names.
+struct Unpacked {
+  std::vector<std::string_view> fields;
+  std::vector<int64_t> ints;
+  std::vector<std::string_view> names;
+};
+Result<Unpacked> unpack(std::string_view bytes, int q, size_t fields, const char* what) {
+  auto f = dist::unframe(bytes);
+  if (!f || f->size() != fields) return make_error("", fmt::format("process {} sent its {} cut short", q, what));
+  auto v = dist::from_bytes((*f)[0], q);
   if (!v) return v.error();
-  auto names = dist::unframe((*fields)[1]);
-  if (!names) return make_error("", fmt::format("process {} sent its packs' names cut short", q));
-  Ints in{*v};
+  auto names = dist::unframe((*f)[1]);
+  if (!names) return make_error("", fmt::format("process {} sent its {}' names cut short", q, what));
+  return Unpacked{std::move(*f), std::move(*v), std::move(*names)};
+}
+
+// Process q's records appended to `whole` (its GPUs, atoms and packs after those already there).
+Status add_records(Packing& whole, std::string_view bytes, int q) {
+  auto m = unpack(bytes, q, 2, "packs");
+  if (!m) return m.error();
+  const std::vector<int64_t>& v = m->ints;
+  const std::vector<std::string_view>& names = m->names;
+  Ints in{v};
   const uint32_t rank_base = uint32_t(whole.gpus.size()), atom_base = uint32_t(whole.atoms.size());
   const int64_t gpus = in.next(0, 1 << 24);
   for (int64_t r = 0; r < gpus && !in.bad; ++r) {
@@ -536,7 +551,7 @@ Status add_records(Packing& whole, std::string_view bytes, int q) {
     go.rank_id = int(in.next(std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
     whole.gpus.push_back(std::move(go));
   }
-  const int64_t atoms = in.next(0, int64_t(v->size()));
+  const int64_t atoms = in.next(0, int64_t(v.size()));
   const int64_t sigs = int64_t(whole.signatures.size());
   for (int64_t i = 0; i < atoms && !in.bad; ++i) {
     Atom at;
@@ -552,8 +567,8 @@ Status add_records(Packing& whole, std::string_view bytes, int q) {
     at.signature = SignatureIndex(uint32_t(in.next(0, sigs - 1)));
     whole.atoms.push_back(at);
   }
-  const int64_t packs = in.next(0, int64_t(v->size()));
-  if (!in.bad && size_t(packs) != names->size()) in.bad = true;
+  const int64_t packs = in.next(0, int64_t(v.size()));
+  if (!in.bad && size_t(packs) != names.size()) in.bad = true;
   for (int64_t i = 0; i < packs && !in.bad; ++i) {
     Pack pk;
     pk.rank = graph::RankIndex(rank_base + uint32_t(in.next(0, gpus - 1)));
@@ -567,10 +582,10 @@ Status add_records(Packing& whole, std::string_view bytes, int q) {
     pk.slack = SlackClass(in.next(0, 1));
     pk.bound = Boundness(in.next(0, 3));
     pk.signature = uint64_t(in.next());
-    pk.first_name = std::string((*names)[size_t(i)]);
+    pk.first_name = std::string(names[size_t(i)]);
     whole.packs.push_back(std::move(pk));
   }
-  if (in.bad || in.at != v->size()) return make_error("", fmt::format("process {} sent packs that are not a packing's", q));
+  if (in.bad || in.at != v.size()) return make_error("", fmt::format("process {} sent packs that are not a packing's", q));
   return {};
 }
 
@@ -601,13 +616,11 @@ Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis
   std::string first_path;
   size_t first_rank = 0;
   for (int q = 0; q < comm.size(); ++q) {
-    auto fields = dist::unframe((*all)[size_t(q)]);
-    if (!fields || fields->size() != 3) return make_error("", fmt::format("process {} sent its signatures cut short", q));
-    auto v = dist::from_bytes((*fields)[0], q);
-    if (!v) return v.error();
-    auto names = dist::unframe((*fields)[1]);
-    if (!names) return make_error("", fmt::format("process {} sent its signatures' names cut short", q));
-    Ints in{*v};
+    auto m = unpack((*all)[size_t(q)], q, 3, "signatures");
+    if (!m) return m.error();
+    const std::vector<int64_t>& v = m->ints;
+    const std::vector<std::string_view>& names = m->names;
+    Ints in{v};
     kernel_ops += in.next(0, int64_t(1) << 50);
     const int64_t gpus = in.next(0, 1 << 24);
     if (q == comm.rank()) first_rank = step_keys.size();
@@ -617,8 +630,8 @@ Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis
       step_keys.push_back(k);
       own_units += in.next(0, int64_t(1) << 40);
     }
-    const int64_t n = in.next(0, int64_t(v->size()));
-    if (!in.bad && size_t(n) != names->size()) in.bad = true;
+    const int64_t n = in.next(0, int64_t(v.size()));
+    if (!in.bad && size_t(n) != names.size()) in.bad = true;
     for (int64_t i = 0; i < n && !in.bad; ++i) {
       const uint64_t hash = uint64_t(in.next());
       const int64_t members = in.next(0, UINT32_MAX), ops = in.next(0, UINT32_MAX), bound = in.next(0, 3);
@@ -628,14 +641,14 @@ Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis
         s.hash = hash;
         s.ops = uint32_t(ops);
         s.bound = Boundness(bound);
-        s.first_name = std::string((*names)[size_t(i)]);
+        s.first_name = std::string(names[size_t(i)]);
         sigs.push_back(std::move(s));
       }
       sigs[it->second].members += uint32_t(members);
       if (q == comm.rank()) mine_to_step.push_back(it->second);
     }
-    if (in.bad || in.at != v->size()) return make_error("", fmt::format("process {} sent signatures that are not a packing's", q));
-    if (first_path.empty()) first_path = std::string((*fields)[2]);
+    if (in.bad || in.at != v.size()) return make_error("", fmt::format("process {} sent signatures that are not a packing's", q));
+    if (first_path.empty()) first_path = std::string(m->fields[2]);
   }
   if (first_rank != part.first_rank || step_keys.size() != part.total_ranks)
     return make_error("", "the processes' GPUs are not the step's ranks in order");
