@@ -3,8 +3,8 @@
 # bytes of one process's (timing fields aside), on the synthetic families and ../shared's 8-rank DLRM step;
 # bad input across processes ends every process with one `error:` from process 0, no output, no hang.
 # usage: mpi_test.sh EMO_BINARY MPIRUN [SHARED_DIR] [--light]
-# --light (the ASan/UBSan build): `optimize` runs at P = 2 only, not also at P = 4 and on the DLRM step
-# (each run takes minutes under the sanitizers; the release build runs them all).
+# --light (the ASan/UBSan build): `optimize` runs at P = 2 only, not also at P = 4 and on the DLRM step, and
+# `pack` at P = 3 only (each run takes minutes under the sanitizers; the release build runs them all).
 set -u
 emo=$1
 mpirun=$2
@@ -100,11 +100,13 @@ if [ "$rc" -ne 0 ] && [ "$(grep -c '^error: ' "$tmp/wt.err")" -eq 1 ]; then ok; 
 
 # pack in parts: every process packs its own GPUs; the JSON (every pack), CSV, text and warnings (traces of
 # another GPU than --device) are one process's. Data-parallel replicas on different processes share signatures.
+pk_nps=(2 3)
+[ "$light" = 1 ] && pk_nps=(3)
 for fam in train-dp train-pp; do
   pk=(pack "$tmp/$fam" --device a100 --all --csv)
   "$emo" "${pk[@]}" "$tmp/pk.1.csv" --json "$tmp/pk.1.json" >/dev/null 2>&1 || fail "$fam: pack in one process"
   "$emo" "${pk[@]}" "$tmp/pk.1.csv" >"$tmp/pk.1.out" 2>"$tmp/pk.1.err" || fail "$fam: pack text in one process"
-  for np in 2 3; do
+  for np in "${pk_nps[@]}"; do
     mpi "$np" "${pk[@]}" "$tmp/pk.np.csv" --json "$tmp/pk.np.json" >/dev/null 2>&1 || fail "$fam: pack with $np processes"
     mpi "$np" "${pk[@]}" "$tmp/pk.np.csv" >"$tmp/pk.np.out" 2>"$tmp/pk.np.err" || fail "$fam: pack text with $np processes"
     if cmp -s "$tmp/pk.1.json" "$tmp/pk.np.json" && cmp -s "$tmp/pk.1.csv" "$tmp/pk.np.csv" && cmp -s "$tmp/pk.1.out" "$tmp/pk.np.out" &&
