@@ -281,6 +281,37 @@ TEST(LoadPart, TopologyWhatIfsAreOneProcesss) {
     expect_what_ifs_of_one_process(files, what + " scaled", {{}, {"gemm|Gemm|sm90=1.5"}}, {2, 4}, &scaled);
     expect_what_ifs_of_one_process(files, what + " unfit", {{}, {"no such kernel anywhere=2"}}, {1, 3}, &unfit);
   }
+  // The last stage pair's process group renamed "0a": its collectives come before the first pairs' in the
+  // step's order (collectives are ordered by group name, then seq) but are held by a later process, so they
+  // reach process 0 out of the step's order.
+  {
+    auto files = synth_files("load_part_topology_pg_order", synth::Workload::kTrainPP, 4);
+    const std::string dir = std::filesystem::path(files[0]).parent_path().string();
+    for (size_t r = 0; r < files.size(); ++r) {
+      nlohmann::json j = nlohmann::json::parse(test::slurp(files[r]));
+      for (auto& e : j["traceEvents"]) {
+        if (e.contains("args") && e["args"].value("Process Group Name", "") == "3") e["args"]["Process Group Name"] = "0a";
+      }
+      for (auto& pg : j["distributedInfo"]["pg_config"]) {
+        if (pg.value("pg_name", "") == "3") pg["pg_name"] = "0a";
+      }
+      files[r] = test::write(dir, "pg_order_rank" + std::to_string(r) + ".json", j.dump());
+    }
+    auto w = analysis::load(files, {});
+    ASSERT_TRUE(w.ok()) << w.error().message();
+    // In the step's order, a collective held by rank 2 or 3 (process 1 at P = 2) comes before one held by
+    // rank 0 or 1 (process 0).
+    int latest = -1;
+    bool out_of_rank_order = false;
+    for (graph::NodeId n = 0; n < w->graph.num_nodes(); ++n) {
+      if (w->graph.kind[n] != graph::NodeKind::kCollective) continue;
+      const int rank = w->graph.rank_id(graph::RankIndex(w->graph.rank[n]));
+      out_of_rank_order = out_of_rank_order || (rank < 2 && latest >= 2);
+      latest = std::max(latest, rank);
+    }
+    ASSERT_TRUE(out_of_rank_order);
+    expect_what_ifs_of_one_process(files, "train-pp, group 3 renamed 0a", {{}, {"nccl=0.5"}}, {2, 4}, &modeled);
+  }
   // Eight pipeline stages, the last three on no host: stage pairs (4, 5) and (5, 6) say rank 5, (6, 7) rank 6,
   // each from another process; the error is the first collective's in the step's order.
   auto pp = synth_files("load_part_topology_pp8", synth::Workload::kTrainPP, 8);
