@@ -722,7 +722,7 @@ Analysis analyze(const Workload& w) {
 // The GPUs' busy time of every process's part, gathered (the reading's tags are 10 and 11).
 constexpr int kTagGpus = 12;
 
-Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm) {
+Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm, replay::ShardTimeline* replayed) {
   const graph::Graph& g = part.graph;
   const replay::Shard shard = replay::make_shard(part);
   Analysis a;
@@ -759,6 +759,7 @@ Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm) {
       a.gpus.push_back({uint32_t((*v)[i]), int32_t((*v)[i + 1]), (*v)[i + 2], (*v)[i + 3], (*v)[i + 4]});
     }
   }
+  if (replayed) *replayed = std::move(tl);
   return a;
 }
 

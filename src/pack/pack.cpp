@@ -592,12 +592,12 @@ Status add_records(Packing& whole, std::string_view bytes, int q) {
 }  // namespace
 
 Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis::Analysis& a,
-                                    const device::DeviceProfile& profile, const PackOptions& opt, dist::Comm& comm) {
+                                    const replay::ShardTimeline& tl, const device::DeviceProfile& profile,
+                                    const PackOptions& opt, dist::Comm& comm) {
   EMO_RETURN_IF_ERROR(check_options(profile, opt));
   const graph::Graph& g = part.graph;
-  const replay::Shard shard = replay::make_shard(part);
-  replay::ShardTimeline tl;
-  EMO_RETURN_IF_ERROR(replay::run_distributed(shard, {}, comm, tl));
+  if (tl.t_ns.size() != g.num_points() || a.slack_ns.size() != g.num_nodes())
+    return make_error("pack", "the replayed times or the slack are not this part's");
   PackingPart out;
   Packing& p = out.mine;
   std::vector<ReplicaKey> keys;

@@ -46,12 +46,13 @@ Parts pack_parts(const std::vector<std::string>& paths, const analysis::LoadOpti
         out.statuses[size_t(p)] = w.error();
         return;
       }
-      auto a = analysis::analyze_part(w->part, comm);
+      replay::ShardTimeline replayed;
+      auto a = analysis::analyze_part(w->part, comm, &replayed);
       if (!a) {
         out.statuses[size_t(p)] = a.error();
         return;
       }
-      auto k = pack::make_packs_part(w->part, *a, profile, po, comm);
+      auto k = pack::make_packs_part(w->part, *a, replayed, profile, po, comm);
       if (!k) {
         out.statuses[size_t(p)] = k.error();
         return;

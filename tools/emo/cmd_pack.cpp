@@ -46,13 +46,14 @@ int pack_in_parts(const PackArgs& a, session::Options o) {
   auto w = analysis::load_part(a.flags.traces, load, world, before);
   if (!w.ok()) return fail(w.error());
   if (!s.ok()) return fail(s.error());
-  auto an = analysis::analyze_part(w->part, world);
+  replay::ShardTimeline replayed;
+  auto an = analysis::analyze_part(w->part, world, &replayed);
   if (!an.ok()) return fail(an.error());
   auto step = analysis::report_part(*w, *an, {}, world);
   if (!step.ok()) return fail(step.error());
   auto device = analysis::device_warnings_part(*w, s->profile().name, world);
   if (!device.ok()) return fail(device.error());
-  auto p = pack::make_packs_part(w->part, *an, s->profile(), options, world);
+  auto p = pack::make_packs_part(w->part, *an, replayed, s->profile(), options, world);
   if (!p.ok()) return fail(p.error());
   if (!world.is_root()) return kExitOk;
   for (const std::string& text : step->warnings) warn(text);

@@ -19,6 +19,10 @@
 #include "emo/replay/replay.h"
 #include "emo/trace/trace.h"
 
+namespace emo::replay {
+struct ShardTimeline;  // emo/replay/distributed.h
+}  // namespace emo::replay
+
 namespace emo::analysis {
 
 struct LoadOptions {
@@ -125,7 +129,9 @@ Analysis analyze(const Workload& w);
 // (graph::build_part; every process of the run calls it): the step's spans, critical path (global node ids)
 // and GPUs (global rank indexes) on every process, slack_ns for the part's nodes (its local ids). The
 // replay is shared (emo/replay/distributed.h): no process holds the whole graph.
-Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm);
+// With `replayed`, the shared replay's timeline of the part too (its points' times, the step's begin and end:
+// what pack::make_packs_part packs from).
+Result<Analysis> analyze_part(const graph::GraphPart& part, dist::Comm& comm, replay::ShardTimeline* replayed = nullptr);
 
 // GPU ops (kernels, collective kernels, memcpys, memsets) on the extracted
 // critical path, each counted once. Not the same as the ops with no slack:

@@ -20,6 +20,7 @@
 #include "emo/device/profile.h"
 #include "emo/dist/dist.h"
 #include "emo/graph/part.h"
+#include "emo/replay/distributed.h"
 
 namespace emo::pack {
 
@@ -146,8 +147,8 @@ Result<Packing> make_packs(const analysis::Workload& w, const analysis::Analysis
                            const device::DeviceProfile& profile, const PackOptions& options = {});
 
 // make_packs() over the processes of a run (DESIGN.md §9, docs/mpi.md), each with the part of the step it
-// built of its own ranks (graph::build_part) and analyze_part()'s slack for it: each process packs its own
-// GPUs from the shared replay's times; the processes then exchange their signatures (hash, members, ops)
+// built of its own ranks (graph::build_part) and analyze_part()'s slack and replayed timeline for it: each
+// process packs its own GPUs from the shared replay's times; the processes then exchange their signatures (hash, members, ops)
 // and each GPU's replica key, so every process has the step's signature table, replica sets, plan and
 // units; process 0 also gathers every GPU's atoms and packs (compact records) into the whole step's
 // Packing, the same as make_packs() on the whole step for the reports (its GpuOps without ops: those are
@@ -161,8 +162,8 @@ struct PackingPart {
   std::optional<Packing> whole;  // on process 0: every GPU's
 };
 Result<PackingPart> make_packs_part(const graph::GraphPart& part, const analysis::Analysis& a,
-                                    const device::DeviceProfile& profile, const PackOptions& options,
-                                    dist::Comm& comm);
+                                    const replay::ShardTimeline& replayed, const device::DeviceProfile& profile,
+                                    const PackOptions& options, dist::Comm& comm);
 
 // The profiling plan: `n` clocks from the device's table, the default clock first, then spread down to
 // ~0.5·f_max (lower clocks rarely save energy and only stretch the runs). With 4 or more, the second
