@@ -573,7 +573,7 @@ Result<Head> decode_head(std::string_view bytes, const std::string& path, int fr
 }  // namespace
 
 Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
-                               const Status& before) {
+                               const Status& before, const std::vector<size_t>* rank_bounds) {
   const Status& st = before;
   const int P = comm.size(), me = comm.rank();
   auto bounds = part_plan(paths, st, comm);
@@ -614,9 +614,18 @@ Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const Load
     if (r.select_error) return *r.select_error;
     weights.push_back(uint64_t(heads[i].events) + 1);
   }
-  // Each process builds a contiguous part of the ranks in rank order, of about equal events; a trace read
-  // by another process moves to it.
-  const std::vector<size_t> parts = dist::shard_by_weight(weights, P);
+  // Each process builds a contiguous part of the ranks in rank order, of about equal events (or the part
+  // it was given); a trace read by another process moves to it.
+  if (rank_bounds != nullptr) {
+    bool fits = rank_bounds->size() == size_t(P) + 1 && rank_bounds->front() == 0 && rank_bounds->back() == weights.size();
+    for (size_t i = 1; fits && i < rank_bounds->size(); ++i) fits = (*rank_bounds)[i] >= (*rank_bounds)[i - 1];
+    if (!fits) {
+      return make_error("", fmt::format("{} rank file(s), where the step's parts over the {} processes hold {} rank(s)",
+                                        weights.size(), P, rank_bounds->empty() ? 0 : rank_bounds->back()),
+                        "give a trace per rank of the step");
+    }
+  }
+  const std::vector<size_t> parts = rank_bounds != nullptr ? *rank_bounds : dist::shard_by_weight(weights, P);
   std::vector<int> owner(paths.size(), 0);
   std::vector<size_t> place(paths.size(), 0);  // its place in rank order
   for (int q = 0; q < P; ++q) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "emo/base/file_util.h"
 #include "emo/base/parallel.h"
+#include "emo/dist/dist.h"
 #include "emo/emulator/emulator.h"
 
 namespace emo::backends {
@@ -76,6 +78,47 @@ int clock_of_dir_name(const std::string& name) {
   if (ec != std::errc() || p != name.data() + name.size() - 3 || v <= 0) return 0;
   return v;
 }
+
+// A folder of profiling runs' clock folders ("<MHz>mhz"), ascending by clock; at least 2.
+Result<std::vector<std::pair<int, fs::path>>> clock_dirs_of(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return make_error(dir, "no such folder of profiling runs");
+  std::vector<std::pair<int, fs::path>> clock_dirs;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_directory()) continue;
+    const int c = clock_of_dir_name(e.path().filename().string());
+    if (c > 0) clock_dirs.emplace_back(c, e.path());
+  }
+  if (ec) return make_error(dir, "cannot list the folder: " + ec.message());
+  std::sort(clock_dirs.begin(), clock_dirs.end());
+  if (clock_dirs.size() < 2) {
+    return make_error(dir, fmt::format("has {} clock folder(s) named <MHz>mhz; at least 2 are needed", clock_dirs.size()),
+                      "record the step at each clock of the profiling plan (emo pack lists it)");
+  }
+  return clock_dirs;
+}
+
+// Rank `id`'s trace in a clock folder: rank<id>.json, else rank<id>.json.gz.
+Result<std::string> rank_trace_path(const fs::path& clock_dir, int id) {
+  std::error_code ec;
+  const std::string stem = (clock_dir / fmt::format("rank{}", id)).string();
+  std::string trace_path = stem + ".json";
+  if (!fs::exists(trace_path, ec) && fs::exists(stem + ".json.gz", ec)) trace_path = stem + ".json.gz";
+  if (!fs::exists(trace_path, ec))
+    return make_error(trace_path, "missing: every clock folder needs a trace per rank of the step");
+  return trace_path;
+}
+
+Result<std::vector<device::EnergySample>> read_energy_log(const fs::path& clock_dir, int id) {
+  const std::string path = (clock_dir / fmt::format("rank{}.energy.csv", id)).string();
+  auto text = read_file(path);
+  if (!text) return text.error();
+  return parse_energy_log(*text, path);
+}
+
+// read_profiled_dir_part's messages: every process's rank ids, process 0's listing (its status, then the
+// clocks and every rank's trace), each process's energy logs' status.
+constexpr int kTagProfiledRanks = 35, kTagProfiledListed = 38, kTagProfiledList = 39, kTagEnergyLogs = 46;
 
 }  // namespace
 
@@ -143,36 +186,20 @@ Result<std::vector<device::EnergySample>> parse_energy_log(std::string_view text
 
 Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w,
                                                          const pack::Packing* packing) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return make_error(dir, "no such folder of profiling runs");
-  std::vector<std::pair<int, fs::path>> clock_dirs;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_directory()) continue;
-    const int c = clock_of_dir_name(e.path().filename().string());
-    if (c > 0) clock_dirs.emplace_back(c, e.path());
-  }
-  if (ec) return make_error(dir, "cannot list the folder: " + ec.message());
-  std::sort(clock_dirs.begin(), clock_dirs.end());
-  if (clock_dirs.size() < 2) {
-    return make_error(dir, fmt::format("has {} clock folder(s) named <MHz>mhz; at least 2 are needed", clock_dirs.size()),
-                      "record the step at each clock of the profiling plan (emo pack lists it)");
-  }
+  auto clock_dirs = clock_dirs_of(dir);
+  if (!clock_dirs) return clock_dirs.error();
   std::vector<pack::ProfiledRun> out;
   const size_t n_ranks = w.graph.rank_paths.size();
-  for (const auto& [clock, path] : clock_dirs) {
+  for (const auto& [clock, path] : *clock_dirs) {
     pack::ProfiledRun run;
     run.clock_mhz = clock;
     for (size_t r = 0; r < n_ranks; ++r) {
-      const std::string stem = (path / fmt::format("rank{}", w.graph.rank_id(graph::RankIndex(uint32_t(r))))).string();
-      std::string trace_path = stem + ".json";
-      if (!fs::exists(trace_path, ec) && fs::exists(stem + ".json.gz", ec)) trace_path = stem + ".json.gz";
-      if (!fs::exists(trace_path, ec))
-        return make_error(trace_path, "missing: every clock folder needs a trace per rank of the step");
-      auto t = trace::read_trace(trace_path);
+      const int id = w.graph.rank_id(graph::RankIndex(uint32_t(r)));
+      auto trace_path = rank_trace_path(path, id);
+      if (!trace_path) return trace_path.error();
+      auto t = trace::read_trace(*trace_path);
       if (!t) return t.error();
-      auto text = read_file(stem + ".energy.csv");
-      if (!text) return text.error();
-      auto log = parse_energy_log(*text, stem + ".energy.csv");
+      auto log = read_energy_log(path, id);
       if (!log) return log.error();
       run.traces.push_back(std::move(*t));
       run.energy.push_back(std::move(*log));
@@ -200,6 +227,73 @@ Status write_profiled_dir(const Target& on, const analysis::Workload& w, const p
   };
   EMO_RETURN_IF_ERROR(emulated_plan_runs(on, w, packing, plan, write, nullptr));
   return out.commit();
+}
+
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir_part(const std::string& dir, const graph::GraphPart& part,
+                                                              const pack::Packing& mine, dist::Comm& comm) {
+  // Every process's ranks, in rank order: the step's ranks and where each process's begin.
+  std::vector<int64_t> ids;
+  for (uint32_t r = 0; r < part.graph.num_ranks(); ++r) ids.push_back(part.graph.rank_id(graph::RankIndex(r)));
+  auto gathered = dist::all_gather(comm, kTagProfiledRanks, dist::to_bytes(ids));
+  if (!gathered) return make_error(dir, "the ranks of the processes' parts: " + gathered.error().message());
+  std::vector<size_t> bounds{0};
+  std::vector<int> all_ids;
+  for (size_t q = 0; q < gathered->size(); ++q) {
+    auto v = dist::from_bytes((*gathered)[q], int(q));
+    if (!v) return v.error();
+    for (int64_t id : *v) all_ids.push_back(int(id));
+    bounds.push_back(all_ids.size());
+  }
+  if (bounds[size_t(comm.rank())] != part.first_rank || all_ids.size() != part.total_ranks)
+    return make_error(dir, "the processes' parts of the step do not follow one another in rank order");
+  // Process 0 lists the folder and finds every rank's trace at every clock, so that each process reads the
+  // same runs and one error is said.
+  std::vector<std::string> listing;  // per clock: the clock, its folder, then every rank's trace
+  Status listed;
+  if (comm.is_root()) {
+    auto clock_dirs = clock_dirs_of(dir);
+    if (!clock_dirs) listed = clock_dirs.error();
+    for (size_t c = 0; listed.ok() && c < clock_dirs->size(); ++c) {
+      const auto& [clock, path] = (*clock_dirs)[c];
+      listing.push_back(std::to_string(clock));
+      listing.push_back(path.string());
+      for (int id : all_ids) {
+        auto trace_path = rank_trace_path(path, id);
+        if (!trace_path) {
+          listed = trace_path.error();
+          break;
+        }
+        listing.push_back(std::move(*trace_path));
+      }
+    }
+  }
+  EMO_RETURN_IF_ERROR(dist::first_error(comm, kTagProfiledListed, listed));
+  auto sent = dist::all_gather(comm, kTagProfiledList,
+                               comm.is_root() ? dist::frame({listing.begin(), listing.end()}) : std::string());
+  if (!sent) return make_error(dir, "the folder's listing: " + sent.error().message());
+  auto fields = dist::unframe((*sent)[0]);
+  const size_t per_clock = 2 + all_ids.size();
+  if (!fields || fields->empty() || fields->size() % per_clock != 0)
+    return make_error(dir, "process 0's listing of the folder arrived cut short");
+  std::vector<pack::ProfiledRun> out;
+  for (size_t at = 0; at < fields->size(); at += per_clock) {
+    pack::ProfiledRun run;
+    run.clock_mhz = std::atoi(std::string((*fields)[at]).c_str());
+    const fs::path clock_dir((*fields)[at + 1]);
+    const std::vector<std::string> paths((*fields).begin() + long(at + 2), (*fields).begin() + long(at + per_clock));
+    auto profiled = analysis::load_part(paths, analysis::LoadOptions{}, comm, {}, &bounds);
+    if (!profiled) return profiled.error();
+    Status logs;
+    for (size_t r = 0; r < ids.size() && logs.ok(); ++r) {
+      auto log = read_energy_log(clock_dir, int(ids[r]));
+      if (!log) logs = log.error();
+      else run.energy.push_back(std::move(*log));
+    }
+    EMO_RETURN_IF_ERROR(dist::first_error(comm, kTagEnergyLogs, logs));
+    EMO_RETURN_IF_ERROR(pack::digest_run_part(part, mine, profiled->part, run, comm));
+    out.push_back(std::move(run));
+  }
+  return out;
 }
 
 }  // namespace emo::backends

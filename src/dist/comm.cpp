@@ -209,6 +209,21 @@ Result<std::vector<std::string>> all_gather(Comm& comm, int tag, std::string min
   return parts;
 }
 
+Status first_error(Comm& comm, int tag, const Status& mine) {
+  const std::string bytes =
+      mine.ok() ? frame({"K"}) : frame({"E", mine.error().where, mine.error().what, mine.error().note});
+  auto all = all_gather(comm, tag, bytes);
+  if (!all) return all.error();
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto f = unframe((*all)[q]);
+    if (f && f->size() == 1 && (*f)[0] == "K") continue;
+    if (!f || f->size() != 4 || (*f)[0] != "E")
+      return make_error("", fmt::format("a message from process {} arrived cut short or corrupt", q));
+    return make_error(std::string((*f)[1]), std::string((*f)[2]), std::string((*f)[3]));
+  }
+  return {};
+}
+
 Result<std::vector<int64_t>> upper_medians(Comm& comm, int tag, std::vector<std::vector<int64_t>>& values,
                                            int64_t fallback) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();

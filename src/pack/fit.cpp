@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+
+#include "emo/dist/dist.h"
+#include "emo/replay/distributed.h"
 
 namespace emo::pack {
 
@@ -456,9 +460,72 @@ Status digest_run(const analysis::Workload& base, const Packing& packing, Profil
   return {};
 }
 
-Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
-                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
-                                   const FitOptions& options) {
+// The fit's messages over the processes of a run (pack's tags are 31 to 33).
+constexpr int kTagDigestStatus = 34, kTagFitStatus = 36, kTagFitSums = 37;
+
+Status digest_run_part(const graph::GraphPart& base, const Packing& mine, const graph::GraphPart& profiled,
+                       ProfiledRun& run, dist::Comm& comm) {
+  const graph::Graph& g = base.graph;
+  const graph::Graph& pg = profiled.graph;
+  const size_t n_gpu = mine.gpus.size();
+  const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
+  ProfiledRun::Digest d;
+  // This process's GPUs' spans; an error here is every process's (the first failing process's).
+  const auto spans = [&]() -> Status {
+    if (profiled.first_rank != base.first_rank || pg.num_ranks() != g.num_ranks())
+      return make_error(where, "the run's part holds other ranks than the step's", "read it with the step's rank bounds");
+    const ProfiledOps index(pg);
+    d.spans.resize(n_gpu);
+    for (size_t r = 0; r < n_gpu; ++r) {
+      const GpuOps& go = mine.gpus[r];
+      const size_t rank = base.first_rank + go.rank.index();
+      if (index.ops(go.rank.value()) != go.ops.size()) {
+        return make_error(where, fmt::format("rank {} has {} GPU ops in its step, the base step {}", rank,
+                                             index.ops(go.rank.value()), go.ops.size()),
+                          "profile the same step of the same program (same model, batch and parallelism)");
+      }
+      d.spans[r].reserve(go.ops.size());
+      for (size_t i = 0; i < go.ops.size(); ++i) {
+        const auto* span = index.find(g, mine, graph::RankIndex(uint32_t(r)), uint32_t(i));
+        if (span == nullptr) {
+          const NodeId n = go.ops[i];
+          return make_error(where, fmt::format("rank {}: op {} ('{}' on stream {}) is not in the profiled step", rank, i,
+                                               g.strings.view(g.name[n]), g.lanes[g.lane[n]].stream),
+                            "profile the same step of the same program");
+        }
+        d.spans[r].push_back(*span);
+      }
+    }
+    return {};
+  };
+  EMO_RETURN_IF_ERROR(dist::first_error(comm, kTagDigestStatus, spans()));
+  // The run's step time: its measured span over every process's part, as one graph's measured_span_ns().
+  const replay::Shard shard = replay::make_shard(profiled);
+  std::vector<int64_t> measured(shard.num_points());
+  for (NodeId n = 0; n < pg.num_nodes(); ++n) {
+    measured[graph::start_point(n)] = pg.meas_start_ns[n];
+    measured[graph::end_point(n)] = pg.meas_end_ns[n];
+  }
+  auto span = replay::span_distributed(shard, measured, comm);
+  if (!span) return make_error(where, "its step's span: " + span.error().message());
+  d.step_s = double((*span)[1] - (*span)[0]) * 1e-9;
+  run.traces.clear();
+  run.digest = std::move(d);
+  return {};
+}
+
+namespace {
+
+// Sums over every GPU of the step, where `packing` holds only some of them (a process's part): each
+// process's integers added up, element by element, the same on every process; an Error on every process
+// where any process's `mine` failed (the first one's). In one process: `mine` as it is.
+using SumOverGpus = std::function<Result<std::vector<int64_t>>(const Status& mine, std::vector<int64_t> sums)>;
+
+// fit_pack_models() of `packing`'s GPUs (the whole step's, or a process's own: PackingPart::mine), the
+// signatures' times summed over every GPU by `sum_gpus`. `base` digests runs given with their traces (null:
+// every run must come digested).
+Result<PackModels> fit_models(const analysis::Workload* base, const Packing& packing, const std::vector<ProfiledRun>& runs,
+                              const device::DeviceProfile& profile, const FitOptions& options, const SumOverGpus& sum_gpus) {
   PackModels m;
   m.profile = profile;
   std::vector<int> clocks;
@@ -469,12 +536,13 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
   m.clocks_mhz = clocks;
   const size_t n_sig = packing.signatures.size();
   const size_t n_gpu = packing.gpus.size();
-  // Per signature and run: the sum of its members' op durations (s).
-  std::vector<std::vector<double>> sig_time(n_sig, std::vector<double>(runs.size(), 0));
-  // Per signature, op position and run: the sum of that op's durations over the members (s).
-  std::vector<std::vector<std::vector<double>>> pos_time(n_sig);
+  // Per signature and run: the sum of its members' op durations (ns, then s). Whole nanoseconds, so that
+  // the sum is the same whichever processes' GPUs are added first.
+  std::vector<std::vector<int64_t>> sig_ns(n_sig, std::vector<int64_t>(runs.size(), 0));
+  // Per signature, op position and run: the sum of that op's durations over the members (ns, then s).
+  std::vector<std::vector<std::vector<int64_t>>> pos_ns(n_sig);
   for (size_t s = 0; s < n_sig; ++s)
-    pos_time[s].assign(packing.signatures[s].ops, std::vector<double>(runs.size(), 0));
+    pos_ns[s].assign(packing.signatures[s].ops, std::vector<int64_t>(runs.size(), 0));
   // Per op of the base step: its position within its atom.
   std::vector<std::vector<uint32_t>> op_pos(n_gpu);
   for (size_t gi = 0; gi < n_gpu; ++gi) op_pos[gi].assign(packing.gpus[gi].ops.size(), 0);
@@ -493,48 +561,74 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
 
   // Per pair of atoms that ran at once: their overlap in each run.
   std::map<std::pair<uint32_t, uint32_t>, std::vector<double>> run_overlaps;
-  for (size_t ri = 0; ri < runs.size(); ++ri) {
-    const ProfiledRun& run = runs[ri];
-    const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
-    std::optional<ProfiledRun> digested;  // a run given with its traces: digested here, from a copy
-    if (!run.digest) {
-      digested.emplace();
-      digested->clock_mhz = run.clock_mhz;
-      for (const auto& t : run.traces) digested->traces.push_back(copy_trace(t));
-      EMO_RETURN_IF_ERROR(digest_run(base, packing, *digested));
-    }
-    const ProfiledRun::Digest& dg = digested ? *digested->digest : *run.digest;
-    if (dg.spans.size() != n_gpu) return make_error(where, fmt::format("has {} ranks, the step {}", dg.spans.size(), n_gpu));
-    for (const AtomOverlap& ov : options.share_overlaps ? atom_overlaps(packing, dg.spans) : std::vector<AtomOverlap>{}) {
-      std::vector<double>& v = run_overlaps[{ov.first, ov.second}];
-      v.resize(runs.size(), 0.0);
-      v[ri] = double(ov.ns);
-    }
-    // Sum member op durations per signature.
-    for (size_t r = 0; r < n_gpu; ++r) {
-      step_s[r][ri] = dg.step_s;
-      const GpuOps& go = packing.gpus[r];
-      if (dg.spans[r].size() != go.ops.size())
-        return make_error(where, fmt::format("rank {} has {} GPU ops in its digest, the base step {}", r,
-                                             dg.spans[r].size(), go.ops.size()));
-      for (size_t i = 0; i < go.ops.size(); ++i) {
-        const auto& span = dg.spans[r][i];
-        // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
-        const double d = double(span.second - span.first) * 1e-9;
-        sig_time[op_sig[r][i].index()][ri] += d;
-        auto& pt = pos_time[op_sig[r][i].index()];
-        if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;
+  // What the runs give of this packing's GPUs; an error here is said by every process (`sum`).
+  const auto read_runs = [&]() -> Status {
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      const ProfiledRun& run = runs[ri];
+      const std::string where = fmt::format("profiling run at {} MHz", run.clock_mhz);
+      std::optional<ProfiledRun> digested;  // a run given with its traces: digested here, from a copy
+      if (!run.digest) {
+        if (base == nullptr) return make_error(where, "the run is not digested (pack::digest_run)");
+        digested.emplace();
+        digested->clock_mhz = run.clock_mhz;
+        for (const auto& t : run.traces) digested->traces.push_back(copy_trace(t));
+        EMO_RETURN_IF_ERROR(digest_run(*base, packing, *digested));
       }
-      // Energy per step: the counter's mean power over the run × the step time.
-      const auto& log = run.energy.size() > r ? run.energy[r] : std::vector<device::EnergySample>{};
-      if (log.size() < 2 || log.back().t_ns <= log.front().t_ns) {
-        return make_error(where, fmt::format("rank {}: the energy log has fewer than 2 counter readings", r),
-                          "run at each clock for long enough (seconds) to see the counter move");
+      const ProfiledRun::Digest& dg = digested ? *digested->digest : *run.digest;
+      if (dg.spans.size() != n_gpu) return make_error(where, fmt::format("has {} ranks, the step {}", dg.spans.size(), n_gpu));
+      for (const AtomOverlap& ov : options.share_overlaps ? atom_overlaps(packing, dg.spans) : std::vector<AtomOverlap>{}) {
+        std::vector<double>& v = run_overlaps[{ov.first, ov.second}];
+        v.resize(runs.size(), 0.0);
+        v[ri] = double(ov.ns);
       }
-      const double watts = double(log.back().energy_mj - log.front().energy_mj) * 1e-3 /
-                           (double(log.back().t_ns - log.front().t_ns) * 1e-9);
-      step_j[r][ri] = watts * step_s[r][ri];
+      // Sum member op durations per signature.
+      for (size_t r = 0; r < n_gpu; ++r) {
+        step_s[r][ri] = dg.step_s;
+        const GpuOps& go = packing.gpus[r];
+        if (dg.spans[r].size() != go.ops.size())
+          return make_error(where, fmt::format("rank {} has {} GPU ops in its digest, the base step {}", r,
+                                               dg.spans[r].size(), go.ops.size()));
+        for (size_t i = 0; i < go.ops.size(); ++i) {
+          const auto& span = dg.spans[r][i];
+          // Matched collectives: the kernel's own span includes waiting for peers; use it as measured.
+          const int64_t d = span.second - span.first;
+          sig_ns[op_sig[r][i].index()][ri] += d;
+          auto& pt = pos_ns[op_sig[r][i].index()];
+          if (op_pos[r][i] < pt.size()) pt[op_pos[r][i]][ri] += d;
+        }
+        // Energy per step: the counter's mean power over the run × the step time.
+        const auto& log = run.energy.size() > r ? run.energy[r] : std::vector<device::EnergySample>{};
+        if (log.size() < 2 || log.back().t_ns <= log.front().t_ns) {
+          return make_error(where, fmt::format("rank {}: the energy log has fewer than 2 counter readings", r),
+                            "run at each clock for long enough (seconds) to see the counter move");
+        }
+        const double watts = double(log.back().energy_mj - log.front().energy_mj) * 1e-3 /
+                             (double(log.back().t_ns - log.front().t_ns) * 1e-9);
+        step_j[r][ri] = watts * step_s[r][ri];
+      }
     }
+    return {};
+  };
+  const Status read = read_runs();
+  // The signatures' sums over every GPU of the step, in seconds.
+  std::vector<int64_t> flat;
+  for (size_t s = 0; s < n_sig && read.ok(); ++s) {
+    flat.insert(flat.end(), sig_ns[s].begin(), sig_ns[s].end());
+    for (const auto& v : pos_ns[s]) flat.insert(flat.end(), v.begin(), v.end());
+  }
+  const size_t expected = flat.size();
+  auto summed = sum_gpus(read, std::move(flat));
+  if (!summed) return summed.error();
+  if (summed->size() != expected)
+    return make_error("profiling", "the processes' profiled runs hold other signatures or clocks than this one's");
+  std::vector<std::vector<double>> sig_time(n_sig, std::vector<double>(runs.size(), 0));
+  std::vector<std::vector<std::vector<double>>> pos_time(n_sig);
+  size_t at = 0;
+  for (size_t s = 0; s < n_sig; ++s) {
+    for (double& t : sig_time[s]) t = double((*summed)[at++]) * 1e-9;
+    pos_time[s].assign(pos_ns[s].size(), std::vector<double>(runs.size(), 0));
+    for (auto& v : pos_time[s])
+      for (double& t : v) t = double((*summed)[at++]) * 1e-9;
   }
 
   // The overlaps by clock, ascending (the runs' order need not be); run_rank[run] = its place there.
@@ -889,6 +983,37 @@ Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing
     for (const auto& [clock, sn] : by_clock) c.residual.emplace_back(double(clock), sn.first / sn.second);
   }
   return m;
+}
+
+}  // namespace
+
+Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
+                                   const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
+                                   const FitOptions& options) {
+  return fit_models(&base, packing, runs, profile, options,
+                    [](const Status& mine, std::vector<int64_t> sums) -> Result<std::vector<int64_t>> {
+                      if (!mine.ok()) return mine.error();
+                      return sums;
+                    });
+}
+
+Result<PackModels> fit_pack_models_part(const Packing& mine, const std::vector<ProfiledRun>& runs,
+                                        const device::DeviceProfile& profile, dist::Comm& comm,
+                                        const FitOptions& options) {
+  return fit_models(nullptr, mine, runs, profile, options,
+                    [&](const Status& st, std::vector<int64_t> sums) -> Result<std::vector<int64_t>> {
+                      EMO_RETURN_IF_ERROR(dist::first_error(comm, kTagFitStatus, st));
+                      auto all = dist::all_combine(comm, kTagFitSums, sums, [](const std::vector<std::vector<int64_t>>& parts) {
+                        std::vector<int64_t> out = parts.empty() ? std::vector<int64_t>{} : parts[0];
+                        for (size_t q = 1; q < parts.size(); ++q) {
+                          if (parts[q].size() != out.size()) return std::vector<int64_t>{};  // said below
+                          for (size_t i = 0; i < out.size(); ++i) out[i] += parts[q][i];
+                        }
+                        return out;
+                      });
+                      if (!all) return make_error("", "the profiled runs' sums: " + all.error().message());
+                      return std::move(*all);
+                    });
 }
 
 }  // namespace emo::pack

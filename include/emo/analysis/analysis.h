@@ -104,8 +104,11 @@ struct WorkloadPart {
 // cost is found as one process finds it (each rank's untraced steps gathered, the replays shared), and
 // each process writes back and rebuilds its own ranks. Process 0 checks the paths (and `before`, what it checked first:
 // the outputs) and where it fails, says so to the others, which stop at once with an Error of their own.
+// `rank_bounds` (P + 1 positions in rank order, the same on every process): the ranks each process builds,
+// where another step's parts already fixed them (a profiling run of the step read as the step was: each
+// process its own GPUs); an Error on every process where they do not fit the files (another rank count).
 Result<WorkloadPart> load_part(const std::vector<std::string>& paths, const LoadOptions& options, dist::Comm& comm,
-                               const Status& before = {});
+                               const Status& before = {}, const std::vector<size_t>* rank_bounds = nullptr);
 
 struct GpuUsage {
   uint32_t rank = 0;

@@ -29,6 +29,15 @@ Result<std::vector<pack::ProfiledRun>> profile_plan(const Target& on, const anal
 // run is digested as it is read (pack::digest_run), so that only one run's traces are held at a time.
 Result<std::vector<pack::ProfiledRun>> read_profiled_dir(const std::string& dir, const analysis::Workload& w,
                                                          const pack::Packing* packing = nullptr);
+// read_profiled_dir() over the processes of a run (DESIGN.md §9), each with its part of the step
+// (analysis::load_part) and its GPUs' packing (pack::PackingPart::mine): process 0 lists the folder and
+// finds every rank's trace; each process reads its own ranks' traces at each clock as its part of the step
+// was read (the same ranks) and their energy logs, and digests the run over the parts
+// (pack::digest_run_part). The runs, ascending by clock, for pack::fit_pack_models_part(). Every process
+// calls it; an Error on every process where any fails (the error read_profiled_dir() says first, for the
+// folder and a missing trace).
+Result<std::vector<pack::ProfiledRun>> read_profiled_dir_part(const std::string& dir, const graph::GraphPart& part,
+                                                              const pack::Packing& mine, dist::Comm& comm);
 // Runs the profiling plan (or `clocks`, when given) on an emulated device and writes the folder (built
 // aside, renamed when complete).
 Status write_profiled_dir(const Target& on, const analysis::Workload& w, const pack::Packing& packing,

@@ -87,6 +87,12 @@ Result<std::vector<int64_t>> all_combine(
 // Every process's `mine`, in process order, to every process (gathered at process 0, sent back framed).
 Result<std::vector<std::string>> all_gather(Comm& comm, int tag, std::string mine);
 
+// Every process's status, to every process: the Error of the first process (in process order) that
+// failed, the same on every process (where, what and note), or ok where none did. For a step that each
+// process does on its own part and that can fail on one of them, before an exchange the others would
+// otherwise wait in. An Error also where the exchange itself fails.
+Status first_error(Comm& comm, int tag, const Status& mine);
+
 // The upper median (emo/base/stats.h: the value at index n/2 of the sorted values) of each of several
 // sets of values that lie with several processes, `values[k]` this process's part of set k (every process
 // gives as many sets); `fallback` for a set that is empty on every process. Exact, without gathering the

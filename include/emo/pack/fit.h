@@ -44,6 +44,14 @@ struct ProfiledRun {
 // only while it is read (a run of N ranks is N traces). Errors: a run whose ranks or GPU ops are not the
 // base step's (the message names the run's clock, the rank and the op).
 Status digest_run(const analysis::Workload& base, const Packing& packing, ProfiledRun& run);
+// digest_run() over the processes of a run (DESIGN.md §9): `profiled` is this process's part of the run's
+// step, read with the base step's rank bounds (analysis::load_part: the same ranks as `base`, the base
+// step's part, and `mine`, its packing: PackingPart::mine). The digest holds the spans of this process's
+// GPUs (mine.gpus order) and the whole run's step time (its measured span over every process's part), as
+// digest_run() of the whole run gives them. Every process calls it; an Error on every process where any
+// process's ops are not the base step's (the first such process's, as digest_run() words it).
+Status digest_run_part(const graph::GraphPart& base, const Packing& mine, const graph::GraphPart& profiled,
+                       ProfiledRun& run, dist::Comm& comm);
 
 struct SignatureModel {
   model::UnitModel unit;   // time and (prior) power of all members' ops together
@@ -225,5 +233,16 @@ struct FitOptions {
 Result<PackModels> fit_pack_models(const analysis::Workload& base, const Packing& packing,
                                    const std::vector<ProfiledRun>& runs, const device::DeviceProfile& profile,
                                    const FitOptions& options = {});
+
+// fit_pack_models() over the processes of a run, each with its own GPUs' packing (PackingPart::mine) and
+// runs digested over the parts (digest_run_part(); energy logs of its own ranks, in their order): the
+// signatures' times are summed over every process's GPUs (in whole nanoseconds, so the same whichever
+// process adds first), so every process fits the step's signature models; each fits its own GPUs'
+// corrections (gpus[i]: mine.gpus[i]'s) and overlaps (PackModels::Overlap's atoms: mine.atoms indices).
+// The same models as fit_pack_models() of the whole step, for those GPUs. Every process calls it; an
+// Error on every process where any fails.
+Result<PackModels> fit_pack_models_part(const Packing& mine, const std::vector<ProfiledRun>& runs,
+                                        const device::DeviceProfile& profile, dist::Comm& comm,
+                                        const FitOptions& options = {});
 
 }  // namespace emo::pack

@@ -1,0 +1,296 @@
+// Profiling runs read and fitted over the processes of a run (backends::read_profiled_dir_part,
+// pack::fit_pack_models_part after load_part, analyze_part and make_packs_part), over dist::local_world (one
+// thread per process): each process's runs must be the whole step's digests for its GPUs (the same spans,
+// the same step time, its ranks' energy logs) and its models the whole step's fit (every signature's, and
+// its GPUs' corrections and overlaps) at any number of processes; and every error must be one process's,
+// said on every process.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analysis.h"
+#include "emo/backends/profiling.h"
+#include "emo/base/file_util.h"
+#include "emo/dist/dist.h"
+#include "emo/pack/fit.h"
+#include "emo/pack/pack.h"
+#include "emo/synth/synth.h"
+#include "load_cases.h"
+#include "test_util.h"
+
+namespace emo {
+namespace {
+
+namespace fs = std::filesystem;
+using test::synth_files;
+
+// One process's answer.
+struct Part {
+  Status status;
+  std::vector<pack::ProfiledRun> runs;
+  pack::PackModels models;
+  size_t first_rank = 0;
+  size_t atoms = 0;  // its GPUs' atoms
+};
+
+std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::string& dir,
+                            const device::DeviceProfile& profile, const pack::PackOptions& po, int size) {
+  auto comms = dist::local_world(size);
+  std::vector<Part> out(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < size; ++p) {
+    threads.emplace_back([&, p] {
+      dist::Comm& comm = *comms[size_t(p)];
+      Part& me = out[size_t(p)];
+      auto w = analysis::load_part(files, {}, comm);
+      if (!w) {
+        me.status = w.error();
+        return;
+      }
+      replay::ShardTimeline replayed;
+      auto a = analysis::analyze_part(w->part, comm, &replayed);
+      if (!a) {
+        me.status = a.error();
+        return;
+      }
+      auto k = pack::make_packs_part(w->part, *a, replayed, profile, po, comm);
+      if (!k) {
+        me.status = k.error();
+        return;
+      }
+      me.first_rank = w->part.first_rank;
+      me.atoms = k->mine.atoms.size();
+      auto runs = backends::read_profiled_dir_part(dir, w->part, k->mine, comm);
+      if (!runs) {
+        me.status = runs.error();
+        return;
+      }
+      auto m = pack::fit_pack_models_part(k->mine, *runs, profile, comm);
+      if (!m) {
+        me.status = m.error();
+        return;
+      }
+      me.runs = std::move(*runs);
+      me.models = std::move(*m);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// A synthetic step, packed and profiled on the emulated GPU into a folder as hardware captures are, and
+// what one process reads and fits of that folder.
+struct Profiled {
+  std::vector<std::string> files;
+  std::string dir;
+  device::DeviceProfile profile = test::profile("h100");
+  pack::PackOptions po;
+  pack::Packing packing;
+  std::vector<pack::ProfiledRun> runs;
+  pack::PackModels models;
+  analysis::Workload w;
+
+  Profiled(const std::string& tag, synth::Workload wl, int ranks) {
+    files = synth_files("fit_part_" + tag, wl, ranks);
+    dir = test::temp_dir("fit_part_runs_" + tag) + "/runs";
+    po.min_pack_ns = 2'000'000;
+    auto loaded = analysis::load(files, {});
+    EXPECT_TRUE(loaded.ok()) << loaded.error().message();
+    w = std::move(*loaded);
+    auto p = pack::make_packs(w, analysis::analyze(w), profile, po);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    packing = std::move(*p);
+    Status st = backends::write_profiled_dir(test::target("emulated:h100"), w, packing, dir);
+    EXPECT_TRUE(st.ok()) << st.error().message();
+    auto r = backends::read_profiled_dir(dir, w, &packing);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    runs = std::move(*r);
+    auto m = pack::fit_pack_models(w, packing, runs, profile);
+    EXPECT_TRUE(m.ok()) << m.error().message();
+    models = std::move(*m);
+  }
+};
+
+// Process `part`'s runs and models against one process's, for its GPUs: equal, bit for bit.
+void expect_part_of(const Profiled& one, const Part& part, const std::string& what) {
+  ASSERT_EQ(part.runs.size(), one.runs.size()) << what;
+  const size_t gpus = part.models.gpus.size(), first = part.first_rank;
+  ASSERT_LE(first + gpus, one.models.gpus.size()) << what;
+  for (size_t i = 0; i < one.runs.size(); ++i) {
+    const pack::ProfiledRun& want = one.runs[i];
+    const pack::ProfiledRun& got = part.runs[i];
+    EXPECT_EQ(got.clock_mhz, want.clock_mhz) << what;
+    ASSERT_TRUE(got.digest.has_value()) << what;
+    EXPECT_EQ(got.digest->step_s, want.digest->step_s) << what << ", " << want.clock_mhz << " MHz";
+    ASSERT_EQ(got.digest->spans.size(), gpus) << what;
+    ASSERT_EQ(got.energy.size(), gpus) << what;
+    for (size_t r = 0; r < gpus; ++r) {
+      EXPECT_EQ(got.digest->spans[r], want.digest->spans[first + r]) << what << ", rank " << first + r;
+      ASSERT_EQ(got.energy[r].size(), want.energy[first + r].size()) << what;
+      for (size_t k = 0; k < got.energy[r].size(); ++k) {
+        EXPECT_EQ(got.energy[r][k].t_ns, want.energy[first + r][k].t_ns) << what;
+        EXPECT_EQ(got.energy[r][k].energy_mj, want.energy[first + r][k].energy_mj) << what;
+      }
+    }
+  }
+  const pack::PackModels& m = part.models;
+  const pack::PackModels& o = one.models;
+  EXPECT_EQ(m.clocks_mhz, o.clocks_mhz) << what;
+  ASSERT_EQ(m.signatures.size(), o.signatures.size()) << what;
+  const std::vector<double> clocks{705, 1095, 1410, 1755, 1980};
+  for (size_t s = 0; s < o.signatures.size(); ++s) {
+    const std::string sig = what + ", signature " + std::to_string(s);
+    EXPECT_EQ(m.signatures[s].fitted, o.signatures[s].fitted) << sig;
+    EXPECT_EQ(m.signatures[s].fit_failed, o.signatures[s].fit_failed) << sig;
+    EXPECT_EQ(m.signatures[s].communication, o.signatures[s].communication) << sig;
+    EXPECT_EQ(m.signatures[s].ref_time_s, o.signatures[s].ref_time_s) << sig;
+    EXPECT_EQ(m.signatures[s].compute_share, o.signatures[s].compute_share) << sig;
+    EXPECT_EQ(m.signatures[s].op_ref_s, o.signatures[s].op_ref_s) << sig;
+    for (double f : clocks) {
+      const auto si = pack::SignatureIndex(uint32_t(s));
+      EXPECT_EQ(m.time_ratio(si, f), o.time_ratio(si, f)) << sig << " at " << f;
+      for (size_t r = 0; r < gpus; ++r) {
+        EXPECT_EQ(m.busy_power_w(si, graph::RankIndex(uint32_t(r)), f),
+                  o.busy_power_w(si, graph::RankIndex(uint32_t(first + r)), f))
+            << sig << " on rank " << first + r << " at " << f;
+      }
+    }
+  }
+  ASSERT_EQ(m.gpus.size(), gpus) << what;
+  for (size_t r = 0; r < gpus; ++r) {
+    const pack::GpuCorrection& got = m.gpus[r];
+    const pack::GpuCorrection& want = o.gpus[first + r];
+    const std::string gpu = what + ", rank " + std::to_string(first + r);
+    EXPECT_EQ(got.static_scale, want.static_scale) << gpu;
+    EXPECT_EQ(got.dynamic_scale, want.dynamic_scale) << gpu;
+    EXPECT_EQ(got.floor_scale, want.floor_scale) << gpu;
+    EXPECT_EQ(got.knee_scale, want.knee_scale) << gpu;
+    EXPECT_EQ(got.limit_scale, want.limit_scale) << gpu;
+    EXPECT_EQ(got.concurrent_share, want.concurrent_share) << gpu;
+    EXPECT_EQ(got.measured_j, want.measured_j) << gpu;
+    EXPECT_EQ(got.predicted_j, want.predicted_j) << gpu;
+    EXPECT_EQ(got.residual, want.residual) << gpu;
+    for (double f : clocks) {
+      EXPECT_EQ(m.idle_power_w(graph::RankIndex(uint32_t(r)), f), o.idle_power_w(graph::RankIndex(uint32_t(first + r)), f))
+          << gpu << " at " << f;
+    }
+  }
+  // Its GPUs' overlaps, by its own atom indices.
+  size_t atom_base = 0;
+  for (const pack::Atom& a : one.packing.atoms) atom_base += a.rank.index() < first;
+  std::vector<pack::PackModels::Overlap> want;
+  for (const pack::PackModels::Overlap& ov : o.overlaps) {
+    if (ov.first >= atom_base && ov.first < atom_base + part.atoms)
+      want.push_back({uint32_t(ov.first - atom_base), uint32_t(ov.second - atom_base), ov.ns});
+  }
+  ASSERT_EQ(m.overlaps.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(m.overlaps[i].first, want[i].first) << what;
+    EXPECT_EQ(m.overlaps[i].second, want[i].second) << what;
+    EXPECT_EQ(m.overlaps[i].ns, want[i].ns) << what;
+  }
+  EXPECT_EQ(m.overlap_clocks_mhz, o.overlap_clocks_mhz) << what;
+}
+
+void expect_fit_of_one_process(const Profiled& one, const std::string& what, std::initializer_list<int> sizes) {
+  for (int size : sizes) {
+    const std::string at = what + ", P = " + std::to_string(size);
+    const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size);
+    size_t gpus = 0;
+    for (int p = 0; p < size; ++p) {
+      const Part& part = parts[size_t(p)];
+      ASSERT_TRUE(part.status.ok()) << at << ", process " << p << ": " << part.status.error().message();
+      expect_part_of(one, part, at + ", process " + std::to_string(p));
+      gpus += part.models.gpus.size();
+    }
+    EXPECT_EQ(gpus, one.models.gpus.size()) << at;
+  }
+}
+
+TEST(FitPart, TheSyntheticFamiliesFitAsOneProcess) {
+  size_t overlaps = 0;
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const Profiled one(synth::workload_name(wl), wl, 4);
+    ASSERT_GE(one.runs.size(), 2u);
+    // Signatures with members on several processes: data-parallel replicas share every one.
+    size_t shared = 0;
+    for (const pack::Signature& s : one.packing.signatures) shared += s.members > 1;
+    if (wl == synth::Workload::kTrainDP) {
+      EXPECT_GT(shared, 0u);
+    }
+    expect_fit_of_one_process(one, synth::workload_name(wl), {1, 2, 3, 4, 6});
+    overlaps += one.models.overlaps.size();
+  }
+  EXPECT_GT(overlaps, 0u) << "no family's atoms ran at once: the overlaps are not compared";
+}
+
+// Every error is the first failing process's, said on every process: the folder's (process 0's listing),
+// an energy log of the last rank cut short (read by the last process), a trace missing for the last rank at
+// one clock, and that trace without a kernel (its ops are not the step's: found by the last process).
+TEST(FitPart, ErrorsAreOneProcesss) {
+  const Profiled one("errors", synth::Workload::kTrainDP, 4);
+  ASSERT_GE(one.runs.size(), 2u);
+  const int clock = one.runs.back().clock_mhz;
+  const fs::path clock_dir = fs::path(one.dir) / (std::to_string(clock) + "mhz");
+  const auto expect_error = [&](const std::string& dir, const std::string& what, const std::string& needle) {
+    auto whole = backends::read_profiled_dir(dir, one.w, &one.packing);
+    ASSERT_FALSE(whole.ok()) << what;
+    for (int size : {1, 3}) {
+      const std::vector<Part> parts = fit_parts(one.files, dir, one.profile, one.po, size);
+      for (int p = 0; p < size; ++p) {
+        const Status& st = parts[size_t(p)].status;
+        ASSERT_FALSE(st.ok()) << what << ", P = " << size << ", process " << p;
+        EXPECT_EQ(st.error().message(), whole.error().message()) << what << ", P = " << size << ", process " << p;
+        EXPECT_NE(st.error().message().find(needle), std::string::npos) << st.error().message();
+      }
+    }
+  };
+  expect_error(one.dir + "/none", "no folder", "no such folder");
+  // A copy of the folder with one clock only.
+  const std::string single = test::temp_dir("fit_part_single");
+  fs::copy(clock_dir, fs::path(single) / clock_dir.filename(), fs::copy_options::recursive);
+  expect_error(single, "one clock", "at least 2 are needed");
+  // Rank 1's and the last rank's energy logs at the top clock: one reading, and no header (two processes
+  // fail at P = 3; rank 1's is said, as one process reads rank 1 first).
+  const std::string energy = (clock_dir / "rank3.energy.csv").string(), energy1 = (clock_dir / "rank1.energy.csv").string();
+  const std::string energy_text = *read_file(energy), energy1_text = *read_file(energy1);
+  {
+    std::ofstream(energy1) << "t_ns,energy_mj\n1000,5\n";
+    std::ofstream(energy) << "1000,5\n2000,6\n";
+  }
+  expect_error(one.dir, "short energy logs", "fewer than 2 readings");
+  {
+    std::ofstream(energy1) << energy1_text;
+  }
+  expect_error(one.dir, "an energy log without its header", "expected the header");
+  {
+    std::ofstream(energy) << energy_text;
+  }
+  // The last rank's trace at that clock: missing, then without its last kernel (not the step's ops).
+  const std::string trace = (clock_dir / "rank3.json").string();
+  const std::string trace_text = *read_file(trace);
+  fs::remove(trace);
+  expect_error(one.dir, "missing trace", "missing");
+  nlohmann::json j = nlohmann::json::parse(trace_text);
+  auto& events = j["traceEvents"];
+  for (size_t i = events.size(); i-- > 0;) {
+    if (events[i].value("cat", "") == "kernel") {
+      events.erase(i);
+      break;
+    }
+  }
+  {
+    std::ofstream(trace) << j.dump();
+  }
+  expect_error(one.dir, "a kernel fewer", "GPU ops in its step");
+  {
+    std::ofstream(trace) << trace_text;
+  }
+}
+
+}  // namespace
+}  // namespace emo
