@@ -200,9 +200,14 @@ std::vector<int> solve_dp_switching(const std::vector<std::vector<Option>>& pack
 // Pack slack at the default clock: the least slack of its ops (0 for a pack without ops).
 std::vector<int64_t> pack_slack_ns(const Problem& pr, const Prepared& x, const std::vector<int64_t>& dur0,
                                    const replay::Timeline& tl0) {
-  const pack::Packing& p = *pr.packing;
   std::vector<int64_t> slack;
   replay::Replayer(pr.workload->graph).slack(dur0, tl0, slack);
+  return pack_slack_of(*pr.packing, x, slack);
+}
+
+}  // namespace
+
+std::vector<int64_t> detail::pack_slack_of(const pack::Packing& p, const Prepared& x, const std::vector<int64_t>& slack) {
   std::vector<int64_t> pack_slack(p.packs.size(), std::numeric_limits<int64_t>::max());
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     for (size_t i = 0; i < p.gpus[gi].ops.size(); ++i) {
@@ -214,13 +219,21 @@ std::vector<int64_t> pack_slack_ns(const Problem& pr, const Prepared& x, const s
   return pack_slack;
 }
 
-// Options per pack and clock: (time beyond slack, energy + the idle energy every GPU spends while the
-// step is that much longer).
-std::vector<std::vector<Option>> pack_options(const Problem& pr, const Prepared& x,
-                                              const std::vector<int64_t>& pack_slack) {
-  const pack::Packing& p = *pr.packing;
+namespace {
+
+// Every GPU's idle power at the default clock, summed in GPU order.
+double idle_all_w_of(const Problem& pr) {
   double idle_all_w = 0;
-  for (size_t gi = 0; gi < p.gpus.size(); ++gi) idle_all_w += pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
+  for (size_t gi = 0; gi < pr.packing->gpus.size(); ++gi)
+    idle_all_w += pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
+  return idle_all_w;
+}
+
+// Options per pack and clock: (time beyond slack, energy + the idle energy every GPU spends while the
+// step is that much longer: `idle_all_w`, every GPU's idle power at the default clock).
+std::vector<std::vector<Option>> pack_options(const Problem& pr, const Prepared& x,
+                                              const std::vector<int64_t>& pack_slack, double idle_all_w) {
+  const pack::Packing& p = *pr.packing;
   std::vector<std::vector<Option>> options(p.packs.size());
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const double t_ref = pack_cost(pr, x, k, pr.default_clock_mhz).first;
@@ -260,8 +273,8 @@ std::vector<std::vector<double>> switch_curves(const Problem& pr, const Prepared
 // Per GPU DP with budget B; B searched so that the replayed plan meets the target.
 class BudgetSearch {
  public:
-  BudgetSearch(Search& c, const std::vector<int64_t>& dur0, const replay::Timeline& tl0)
-      : c_(c), options_(pack_options(c.pr, c.x, pack_slack_ns(c.pr, c.x, dur0, tl0))),
+  BudgetSearch(Search& c, const std::vector<int64_t>& pack_slack, double idle_all_w)
+      : c_(c), options_(pack_options(c.pr, c.x, pack_slack, idle_all_w)),
         spread_s_(switch_spread_s(c.pr)), sw_v_(switch_curves(c.pr, c.x, spread_s_)),
         gpu_choice_(c.gpu_packs.size()), full_(c.s.plan_target_ns - c.s.default_plan.time_ns) {}
 
@@ -269,7 +282,7 @@ class BudgetSearch {
     const double lo = search_budget();
     // Several GPUs: one budget for all overcommits where their delays add up along the step (a
     // pipeline) and undercommits where they overlap; search each GPU's share with the others fixed.
-    if (c_.gpu_packs.size() >= 2 && c_.P <= 4096 && full_ > 0) search_shares(lo);
+    if (c_.gpus >= 2 && c_.packs <= 4096 && full_ > 0) search_shares(lo);
   }
 
  private:
@@ -328,17 +341,26 @@ class BudgetSearch {
   // data-parallel ranks) share one share, searched together: each pass replays a plan per set and
   // multiple, not per GPU, so the search stops growing as GPUs × the replay of every GPU.
   void search_shares(double lo) {
+    // Groups of the step's GPUs (over the parts: every process's, in the same order), then each group's
+    // GPUs of this process's (local indexes).
     std::vector<std::vector<size_t>> groups;
-    const auto& sets = c_.pr.packing->replica_set;
-    if (c_.gpu_packs.size() > c_.opt.shares_per_gpu_max && sets.size() == c_.gpu_packs.size()) {
+    const auto& sets = c_.replica_sets;
+    if (c_.gpus > c_.opt.shares_per_gpu_max && sets.size() == c_.gpus) {
       std::map<uint32_t, size_t> group_of;
-      for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) {
+      for (size_t gi = 0; gi < c_.gpus; ++gi) {
         auto [it, fresh] = group_of.try_emplace(sets[gi], groups.size());
         if (fresh) groups.emplace_back();
         groups[it->second].push_back(gi);
       }
     } else {
-      for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) groups.push_back({gi});
+      for (size_t gi = 0; gi < c_.gpus; ++gi) groups.push_back({gi});
+    }
+    for (std::vector<size_t>& g : groups) {
+      std::vector<size_t> mine;
+      for (size_t gi : g) {
+        if (gi >= c_.first_gpu && gi < c_.first_gpu + c_.gpu_packs.size()) mine.push_back(gi - c_.first_gpu);
+      }
+      g = std::move(mine);
     }
     std::vector<double> share(groups.size(), lo);
     for (size_t gi = 0; gi < c_.gpu_packs.size(); ++gi) gpu_choice_[gi] = solve_gpu(gi, int64_t(double(full_) * lo));
@@ -347,8 +369,9 @@ class BudgetSearch {
     }
   }
 
-  // The share of the GPUs `gis`: the DP at each other multiple (in parallel on a big step), the plans
-  // replayed together and the best that saves energy kept.
+  // The share of the GPUs `gis` (this process's of the group; over the parts, none where it holds none
+  // of them: it replays the group's trials with its own GPUs as they are): the DP at each other multiple
+  // (in parallel on a big step), the plans replayed together and the best that saves energy kept.
   void search_share(const std::vector<size_t>& gis, double& share) {
     double best_share = share;
     std::vector<std::vector<int>> best_choice;
@@ -396,7 +419,11 @@ class BudgetSearch {
 namespace detail {
 
 void dp_search(Search& c, const std::vector<int64_t>& dur0, const replay::Timeline& tl0) {
-  BudgetSearch(c, dur0, tl0).run();
+  BudgetSearch(c, pack_slack_ns(c.pr, c.x, dur0, tl0), idle_all_w_of(c.pr)).run();
+}
+
+void dp_search_part(Search& c, std::vector<int64_t> pack_slack, double idle_all_w) {
+  BudgetSearch(c, pack_slack, idle_all_w).run();
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "emo/optimize/optimize.h"
+#include "emo/replay/distributed.h"
 #include "emo/replay/replay.h"
 
 namespace emo::optimize::detail {
@@ -101,6 +102,33 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);
 
+// A plan's replay and pricing over the processes of a run (predict_part, dp_plan_part): this process's
+// part of the step and a Problem of its own GPUs (workload null; its packing and models). Its Prepared is
+// this process's packs' (the owned gaps from the default replay over every part). Every process makes one
+// and prices the same number of plans in the same order.
+class PartPricer {
+ public:
+  PartPricer(const Problem& problem, const graph::GraphPart& part, dist::Comm& comm, bool tables = false);
+  // The plan of this process's packs' `clocks` (held packs at the default clock): the whole step's time
+  // and energy on every process. `tl_out`, `dur_out`: the replay of this part and its durations.
+  Result<Plan> price(std::vector<int> clocks, std::string name, replay::ShardTimeline* tl_out = nullptr,
+                     std::vector<int64_t>* dur_out = nullptr);
+  const Prepared& prepared() const { return x_; }
+  const replay::Shard& shard() const { return shard_; }
+  dist::Comm& comm() const { return comm_; }
+  const Status& status() const { return status_; }
+
+ private:
+  const Problem& pr_;
+  const graph::GraphPart& part_;
+  dist::Comm& comm_;
+  replay::Shard shard_;
+  Prepared x_;
+  Status status_;
+  std::vector<uint32_t> order_;  // the first replay's dataflow order, for the next ones (ShardTimeline::order)
+  uint64_t order_of_ = 0;
+};
+
 // ---- one optimize() call ----
 
 // What the stages of one optimize() call share: the problem and its tables, the solution being filled
@@ -123,6 +151,14 @@ struct Search {
   Plan best;          // the best plan that meets the target so far (named "policy")
   int polish_left = 0;  // replays left to polish_single
   int block_left = 0;   // replays left to polish_blocks
+  // The step's GPUs and packs: this problem's own where it is the whole step; over the processes of a run
+  // (dp_plan_part), this process's GPUs are the step's [first_gpu, first_gpu + gpu_packs.size()) of `gpus`,
+  // `replica_sets` every GPU's, and every plan is priced over the parts by `pricer`, one at a time, in the
+  // same order on every process (`failed`: the first that could not be; the later ones are skipped).
+  size_t first_gpu = 0, gpus = 0, packs = 0;
+  std::vector<uint32_t> replica_sets;
+  PartPricer* pricer = nullptr;
+  Status failed;
 
   // Marks a replayed plan feasible when it meets the plan target, and counts the replay.
   Plan check(Plan pl);
@@ -140,6 +176,11 @@ struct Search {
 // so that the plan's replay meets the target, then each GPU's share of it; leaves the best in c.best.
 // `dur0`, `tl0`: the default clocks' replay (durations and timeline).
 void dp_search(Search& c, const std::vector<int64_t>& dur0, const replay::Timeline& tl0);
+// The same over the processes of a run (c.pricer set): each process's DP of its own GPUs, from its packs'
+// slack in the default plan and the idle power of every GPU of the step (summed in rank order).
+void dp_search_part(Search& c, std::vector<int64_t> pack_slack, double idle_all_w);
+// Per pack: the least slack of its ops (0 for a pack without ops), from the slack of every node.
+std::vector<int64_t> pack_slack_of(const pack::Packing& p, const Prepared& x, const std::vector<int64_t>& slack);
 
 // The search moves (moves.cpp), each accepting into c.best only verified plans that save energy.
 // One pack at a time at any clock (bounded by c.polish_left).

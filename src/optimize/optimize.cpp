@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
 #include "emo/base/parallel.h"
+#include "emo/dist/dist.h"
 #include "internal.h"
 
 namespace emo::optimize {
@@ -22,9 +24,11 @@ namespace detail {
 Search::Search(const Problem& problem, const OptimizeOptions& options, const Prepared& prepared, Solution& solution)
     : pr(problem), opt(options), x(prepared), s(solution), P(problem.packing->packs.size()),
       gpu_packs(problem.packing->gpus.size()),
-      parallel(problem.workload->graph.num_points() >= options.parallel_min_points),
+      parallel(problem.workload != nullptr && problem.workload->graph.num_points() >= options.parallel_min_points),
       threads(options.threads > 0 ? options.threads : worker_threads()),
-      points(std::max<double>(1, double(problem.workload->graph.num_points()))), best(solution.default_plan) {
+      points(std::max<double>(1, problem.workload != nullptr ? double(problem.workload->graph.num_points()) : 1.0)),
+      best(solution.default_plan), gpus(problem.packing->gpus.size()), packs(problem.packing->packs.size()),
+      replica_sets(problem.packing->replica_set) {
   for (uint32_t k = 0; k < P; ++k) gpu_packs[problem.packing->packs[k].rank.index()].push_back(k);
   best.name = "policy";
   // The polish is bounded by `polish_replays`, and on large graphs by work: at most
@@ -40,10 +44,25 @@ Plan Search::check(Plan pl) {
 }
 
 Plan Search::replay(std::vector<int> clocks, const char* name) {
-  return check(predict_prepared(pr, x, std::move(clocks), name));
+  if (pricer == nullptr) return check(predict_prepared(pr, x, std::move(clocks), name));
+  if (failed.ok()) {
+    auto pl = pricer->price(std::move(clocks), name);
+    if (pl) return check(std::move(*pl));
+    failed = pl.error();
+  }
+  Plan none;  // not priced: never taken
+  none.name = name;
+  none.energy_j = std::numeric_limits<double>::infinity();
+  none.time_ns = std::numeric_limits<int64_t>::max();
+  return none;
 }
 
 std::vector<Plan> Search::check_all(std::vector<std::vector<int>>& trials, const char* name) {
+  if (pricer != nullptr) {  // over the parts: one at a time, every process in step
+    std::vector<Plan> out;
+    for (std::vector<int>& t : trials) out.push_back(replay(std::move(t), name));
+    return out;
+  }
   std::vector<Plan> out(trials.size());
   auto one = [&](size_t i) { out[i] = predict_prepared(pr, x, std::move(trials[i]), name); };
   const double n = double(pr.workload->graph.num_points());
@@ -62,16 +81,21 @@ using namespace detail;
 
 namespace {
 
+// The targets derived from the default plan's time.
+void set_targets(const OptimizeOptions& opt, Solution& s) {
+  s.target_ns = int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown)));
+  s.plan_target_ns =
+      int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown * (1 - opt.reserve))));
+  s.default_plan.feasible = true;
+}
+
 // The default clocks' plan (replayed into `tl0`, `dur0`) and the targets derived from its time.
 void default_plan_and_targets(const Problem& pr, const Prepared& x, const OptimizeOptions& opt, Solution& s,
                               replay::Timeline& tl0, std::vector<int64_t>& dur0) {
   const size_t P = pr.packing->packs.size();
   s.default_plan = predict_prepared(pr, x, std::vector<int>(P, pr.default_clock_mhz), "default", &tl0, &dur0);
   s.replays = 1;
-  s.target_ns = int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown)));
-  s.plan_target_ns =
-      int64_t(std::floor(double(s.default_plan.time_ns) * (1 + opt.max_slowdown * (1 - opt.reserve))));
-  s.default_plan.feasible = true;
+  set_targets(opt, s);
 }
 
 // The baselines, each verified by the same replay as the policy.
@@ -168,11 +192,22 @@ std::vector<RefineClock> clocks_to_refine(const pack::Packing& packing, const So
   return out;
 }
 
-Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+// The checks optimize() makes of its options and problem before it prices anything.
+Status check_problem(const OptimizeOptions& opt, size_t packs) {
   if (!(opt.max_slowdown >= 0)) return make_error("--max-slowdown", "must be a number >= 0");
   if (!(opt.reserve >= 0 && opt.reserve < 1)) return make_error("--reserve", "must be in [0, 1)");
-  if (pr.packing->packs.empty()) return make_error("optimize", "no packs to optimize");
+  if (packs == 0) return make_error("optimize", "no packs to optimize");
+  return {};
+}
+
+// dp_plan_part's message: every process's pack count, then its GPUs' replica sets and idle powers.
+constexpr int kTagDpGpus = 50;
+}  // namespace
+
+Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EMO_RETURN_IF_ERROR(check_problem(opt, pr.packing->packs.size()));
   const Prepared x = prepare(pr, true);
   if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
   Solution s;
@@ -197,6 +232,73 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   s.policy = c.best;
   s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+
+Result<Plan> dp_plan(const Problem& pr, const OptimizeOptions& opt) {
+  EMO_RETURN_IF_ERROR(check_problem(opt, pr.packing->packs.size()));
+  const Prepared x = prepare(pr, true);
+  if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
+  Solution s;
+  replay::Timeline tl0;
+  std::vector<int64_t> dur0;
+  default_plan_and_targets(pr, x, opt, s, tl0, dur0);
+  Search c(pr, opt, x, s);
+  dp_search(c, dur0, tl0);
+  return c.best;
+}
+
+Result<Plan> dp_plan_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
+                          dist::Comm& comm) {
+  const pack::Packing& p = *pr.packing;
+  // Every process's packs, GPUs' replica sets and idle powers at the default clock, in rank order.
+  std::vector<int64_t> mine{int64_t(p.packs.size()), int64_t(p.gpus.size())};
+  for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
+    mine.push_back(gi < p.replica_set.size() ? int64_t(p.replica_set[gi]) : -1);
+    mine.push_back(gi < pr.models->gpus.size()
+                       ? std::bit_cast<int64_t>(pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz))
+                       : 0);
+  }
+  auto all = dist::all_gather(comm, kTagDpGpus, dist::to_bytes(mine));
+  if (!all) return make_error("optimize", "the processes' GPUs: " + all.error().message());
+  size_t packs = 0;
+  std::vector<uint32_t> sets;
+  double idle_all_w = 0;
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto v = dist::from_bytes((*all)[q], int(q));
+    if (!v) return v.error();
+    if (v->size() < 2 || (*v)[1] < 0 || v->size() != 2 + 2 * size_t((*v)[1]))
+      return make_error("optimize", fmt::format("process {} sent its GPUs cut short", q));
+    packs += size_t(std::max<int64_t>(0, (*v)[0]));
+    for (size_t i = 2; i < v->size(); i += 2) {
+      sets.push_back(uint32_t((*v)[i]));
+      idle_all_w += std::bit_cast<double>((*v)[i + 1]);
+    }
+  }
+  EMO_RETURN_IF_ERROR(check_problem(opt, packs));
+  PartPricer pricer(pr, part, comm, true);
+  EMO_RETURN_IF_ERROR(pricer.status());
+  const Prepared& x = pricer.prepared();
+  if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
+  Solution s;
+  replay::ShardTimeline tl0;
+  std::vector<int64_t> dur0;
+  auto d = pricer.price(std::vector<int>(p.packs.size(), pr.default_clock_mhz), "default", &tl0, &dur0);
+  if (!d) return d.error();
+  s.default_plan = std::move(*d);
+  s.replays = 1;
+  set_targets(opt, s);
+  std::vector<int64_t> slack;
+  EMO_RETURN_IF_ERROR(replay::slack_distributed(pricer.shard(), dur0, tl0, comm, slack));
+  Search c(pr, opt, x, s);
+  c.pricer = &pricer;
+  c.first_gpu = part.first_rank;
+  c.gpus = sets.size();
+  c.packs = packs;
+  c.replica_sets = std::move(sets);
+  dp_search_part(c, pack_slack_of(p, x, slack), idle_all_w);
+  EMO_RETURN_IF_ERROR(c.failed);
+  return c.best;
 }
 
 Result<Plan> exhaustive(const Problem& pr, double max_slowdown, int64_t max_combinations) {

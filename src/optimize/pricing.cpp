@@ -1,10 +1,15 @@
 // Pricing a plan: the per-op tables of prepare(), a pack's cost at a clock, the clock-switch energy and
 // the full replay of a plan (predict_prepared, and the public predict). Shared by the optimizer, the
 // MILP oracle and the policy file (internal.h).
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
+#include "emo/dist/dist.h"
 #include "emo/optimize/optimize.h"
+#include "emo/replay/distributed.h"
 #include "internal.h"
 
 namespace emo::optimize {
@@ -71,10 +76,8 @@ std::vector<int> candidate_clocks(const Problem& pr) {
 // the step's end and from the next step's start to the first pack): its span and the gap after it, which
 // runs at the pack's clock. Where a pack's last op overlaps the next pack (another stream), the gap is
 // negative: the overlap is busy in both packs, and the owned times still add up to the step.
-void owned_gaps(const Problem& pr, Prepared& x) {
+void owned_gaps(const Problem& pr, Prepared& x, const replay::Timeline& tl0) {
   const pack::Packing& p = *pr.packing;
-  replay::Timeline tl0;
-  replay::Replayer(pr.workload->graph).run(tl0);
   x.begin0 = tl0.begin_ns;
   x.first_start0.assign(p.packs.size(), 0);
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
@@ -181,10 +184,10 @@ std::vector<std::vector<uint32_t>> packs_in_time_order(const pack::Packing& p) {
 
 namespace {
 
-// Adds to `e` each pack's energy at its clock, with the idle after it until the next pack (the clock
-// stays set); `covered_s` gets the time each GPU's packs own.
+// Adds to `e` (per GPU) each pack's energy at its clock, with the idle after it until the next pack (the
+// clock stays set); `covered_s` gets the time each GPU's packs own.
 void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks,
-                     const replay::Timeline& tl, int64_t time_ns, double& e, std::vector<double>& covered_s) {
+                     const replay::Timeline& tl, int64_t time_ns, std::vector<double>& e, std::vector<double>& covered_s) {
   const pack::Packing& p = *pr.packing;
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     auto [busy_s, ek] = pack_cost(pr, x, k, clocks[k]);
@@ -202,29 +205,40 @@ void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int
       idle_s = idle_now;
       gap_s = 0;
     }
-    e += ek;
+    e[pk.rank.index()] += ek;
     covered_s[pk.rank.index()] += busy_s + idle_s + gap_s;
   }
 }
 
 // Step energy of a plan replayed to `tl`: the packs, what is left of the step (a GPU without packs)
 // idling at the default clock, and the clock changes.
-double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks, const replay::Timeline& tl,
-                   int64_t time_ns) {
+// Step energy of each GPU in a plan replayed to `tl`: its packs, what is left of the step (a GPU without
+// packs) idling at the default clock, and its clock changes. The step's is their sum in GPU order (so that
+// processes holding some GPUs each add up to the same).
+std::vector<double> gpu_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks,
+                               const replay::Timeline& tl, int64_t time_ns) {
   const pack::Packing& p = *pr.packing;
   std::vector<double> covered_s(p.gpus.size(), 0);
-  double e = 0;
+  std::vector<double> e(p.gpus.size(), 0.0);
   add_pack_energy(pr, x, clocks, tl, time_ns, e, covered_s);
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     const double rest = std::max(0.0, double(time_ns) * 1e-9 - covered_s[gi]);
-    e += rest * pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
+    e[gi] += rest * pr.models->idle_power_w(graph::RankIndex(uint32_t(gi)), pr.default_clock_mhz);
   }
   // Clock changes are issued so that the higher of the two clocks covers the latency's spread
   // (p99 − median; see switch_energy_j), from each GPU's pack to the next and from its last to its first.
   for (uint32_t k = 0; k < p.packs.size(); ++k) {
     const uint32_t nx = x.next_pack[k];
-    if (nx != graph::kNoId && clocks[nx] != clocks[k]) e += switch_energy_j(pr, x, k, nx, clocks[k], clocks[nx]);
+    if (nx != graph::kNoId && clocks[nx] != clocks[k])
+      e[p.packs[k].rank.index()] += switch_energy_j(pr, x, k, nx, clocks[k], clocks[nx]);
   }
+  return e;
+}
+
+double plan_energy(const Problem& pr, const Prepared& x, const std::vector<int>& clocks, const replay::Timeline& tl,
+                   int64_t time_ns) {
+  double e = 0;
+  for (double eg : gpu_energy(pr, x, clocks, tl, time_ns)) e += eg;
   return e;
 }
 
@@ -238,7 +252,9 @@ Prepared prepare(const Problem& pr, bool tables) {
   x.clocks = candidate_clocks(pr);
   x.held.assign(pr.packing->packs.size(), 0);
   for (pack::PackIndex k : pack::packs_held_at_default(*pr.packing, *pr.models)) x.held[k.index()] = 1;
-  owned_gaps(pr, x);
+  replay::Timeline tl0;
+  replay::Replayer(pr.workload->graph).run(tl0);
+  owned_gaps(pr, x, tl0);
   if (!tables || x.clocks.empty() || x.clocks.front() < 0) return x;
   fill_tables(pr, x);
   return x;
@@ -354,6 +370,92 @@ Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clo
 Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name) {
   detail::Prepared x = detail::prepare(problem);
   return detail::predict_prepared(problem, x, std::move(pack_clock_mhz), std::move(name));
+}
+
+namespace detail {
+
+namespace {
+// A replay over the parts as one graph's timeline of this part's points.
+replay::Timeline timeline_of(const replay::ShardTimeline& st) {
+  replay::Timeline tl;
+  tl.t_ns = st.t_ns;
+  tl.begin_ns = st.begin_ns;
+  tl.end_ns = st.end_ns;
+  tl.last_point = st.last_point;
+  return tl;
+}
+// PartPricer's messages: whether every process's problem fits its part, whether its clocks fit its packs,
+// every GPU's energy.
+constexpr int kTagPricerStatus = 47, kTagPlanStatus = 48, kTagPlanEnergy = 49;
+}  // namespace
+
+PartPricer::PartPricer(const Problem& problem, const graph::GraphPart& part, dist::Comm& comm, bool tables)
+    : pr_(problem), part_(part), comm_(comm), shard_(replay::make_shard(part)) {
+  const pack::Packing& p = *pr_.packing;
+  if (p.gpus.size() != part.graph.num_ranks() || pr_.models->gpus.size() != p.gpus.size()) {
+    status_ = make_error("plan", fmt::format("process {}'s packs or models are not its part's GPUs", comm.rank()));
+  }
+  status_ = dist::first_error(comm, kTagPricerStatus, status_);
+  if (!status_.ok()) return;
+  map_ops(p, x_);
+  x_.clocks = candidate_clocks(pr_);
+  x_.held.assign(p.packs.size(), 0);
+  for (pack::PackIndex k : pack::packs_held_at_default(p, *pr_.models)) x_.held[k.index()] = 1;
+  // What the packs own: from the graph's replay (the default clocks' before the models scale it), as
+  // prepare() takes it.
+  replay::ShardTimeline st0;
+  status_ = replay::run_distributed(shard_, {}, comm, st0);
+  if (!status_.ok()) return;
+  owned_gaps(pr_, x_, timeline_of(st0));
+  if (tables && !x_.clocks.empty() && x_.clocks.front() >= 0) fill_tables(pr_, x_);
+}
+
+Result<Plan> PartPricer::price(std::vector<int> clocks, std::string name, replay::ShardTimeline* tl_out,
+                               std::vector<int64_t>* dur_out) {
+  EMO_RETURN_IF_ERROR(status_);
+  const pack::Packing& p = *pr_.packing;
+  Status fits;
+  if (clocks.size() != p.packs.size()) {
+    fits = make_error("plan", fmt::format("{} clock(s) for the {} pack(s) of process {}'s GPUs", clocks.size(),
+                                          p.packs.size(), comm_.rank()));
+  }
+  EMO_RETURN_IF_ERROR(dist::first_error(comm_, kTagPlanStatus, fits));
+  for (size_t k = 0; k < clocks.size(); ++k) {
+    if (x_.held[k]) clocks[k] = pr_.default_clock_mhz;
+  }
+  std::vector<int64_t> dur(part_.graph.dur_ns.begin(), part_.graph.dur_ns.end());
+  scale_durations(pr_, x_, clocks, dur);
+  replay::ShardTimeline st;
+  if (order_of_ == shard_.id) st.order = order_, st.order_of = order_of_;
+  EMO_RETURN_IF_ERROR(replay::run_distributed(shard_, dur, comm_, st));
+  if (order_of_ != shard_.id) order_ = st.order, order_of_ = st.order_of;
+  Plan plan;
+  plan.name = std::move(name);
+  plan.time_ns = st.makespan_ns();
+  // Every GPU's energy, added up in rank order (as plan_energy() of the whole step does) on every process.
+  std::vector<int64_t> bits;
+  for (double e : gpu_energy(pr_, x_, clocks, timeline_of(st), plan.time_ns)) bits.push_back(std::bit_cast<int64_t>(e));
+  auto all = dist::all_gather(comm_, kTagPlanEnergy, dist::to_bytes(bits));
+  if (!all) return make_error("plan", "the GPUs' energy: " + all.error().message());
+  double energy = 0;
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto v = dist::from_bytes((*all)[q], int(q));
+    if (!v) return v.error();
+    for (int64_t b : *v) energy += std::bit_cast<double>(b);
+  }
+  plan.energy_j = energy;
+  plan.pack_clock_mhz = std::move(clocks);
+  if (dur_out) *dur_out = std::move(dur);
+  if (tl_out) *tl_out = std::move(st);
+  return plan;
+}
+
+}  // namespace detail
+
+Result<Plan> predict_part(const Problem& pr, const graph::GraphPart& part, std::vector<int> clocks, dist::Comm& comm,
+                          std::string name) {
+  detail::PartPricer pricer(pr, part, comm);
+  return pricer.price(std::move(clocks), std::move(name));
 }
 
 }  // namespace emo::optimize

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include "emo/backends/profiling.h"
 #include "emo/base/file_util.h"
 #include "emo/dist/dist.h"
+#include "emo/optimize/optimize.h"
 #include "emo/pack/fit.h"
 #include "emo/pack/pack.h"
 #include "emo/synth/synth.h"
@@ -35,10 +38,17 @@ struct Part {
   pack::PackModels models;
   size_t first_rank = 0;
   size_t atoms = 0;  // its GPUs' atoms
+  std::vector<optimize::Plan> plans;  // optimize::predict_part of each plan asked
+  std::optional<optimize::Plan> dp;    // optimize::dp_plan_part, where asked
 };
 
+// The plans to price: per plan, a clock per pack of the process's GPUs (the part's packing and its first
+// rank given).
+using Plans = std::function<std::vector<std::vector<int>>(const pack::Packing& mine, size_t first_rank)>;
+
 std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::string& dir,
-                            const device::DeviceProfile& profile, const pack::PackOptions& po, int size) {
+                            const device::DeviceProfile& profile, const pack::PackOptions& po, int size,
+                            const Plans& plans = {}, const optimize::OptimizeOptions* dp = nullptr) {
   auto comms = dist::local_world(size);
   std::vector<Part> out(static_cast<size_t>(size));
   std::vector<std::thread> threads;
@@ -76,6 +86,27 @@ std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::st
       }
       me.runs = std::move(*runs);
       me.models = std::move(*m);
+      optimize::Problem pr;
+      pr.packing = &k->mine;
+      pr.models = &me.models;
+      pr.default_clock_mhz = int(profile.default_clock_mhz.value);
+      if (dp != nullptr) {
+        auto plan = optimize::dp_plan_part(pr, w->part, *dp, comm);
+        if (!plan) {
+          me.status = plan.error();
+          return;
+        }
+        me.dp = std::move(*plan);
+      }
+      if (!plans) return;
+      for (std::vector<int>& clocks : plans(k->mine, me.first_rank)) {
+        auto plan = optimize::predict_part(pr, w->part, std::move(clocks), comm);
+        if (!plan) {
+          me.status = plan.error();
+          return;
+        }
+        me.plans.push_back(std::move(*plan));
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -289,6 +320,118 @@ TEST(FitPart, ErrorsAreOneProcesss) {
   expect_error(one.dir, "a kernel fewer", "GPU ops in its step");
   {
     std::ofstream(trace) << trace_text;
+  }
+}
+
+// A plan priced over the parts (optimize::predict_part): the step time and energy of predict() of the whole
+// step, bit for bit, for the default clocks, one lower clock everywhere and a mix that changes clock from
+// pack to pack (switches priced on every GPU); and clocks that do not fit a process's packs are one error.
+TEST(PredictPart, PlansArePricedAsOneProcess) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const Profiled one(std::string("predict_") + synth::workload_name(wl), wl, 4);
+    const int fdef = int(one.profile.default_clock_mhz.value);
+    std::vector<int> candidates;
+    for (int c : one.profile.sm_clocks.mhz) {
+      if (c >= 0.45 * one.profile.max_clock_mhz() && c <= fdef) candidates.push_back(c);
+    }
+    ASSERT_GE(candidates.size(), 3u);
+    // Pack k of the step: its clock in each plan.
+    const auto clock_of = [&](size_t plan, size_t k) {
+      if (plan == 0) return fdef;
+      if (plan == 1) return candidates[candidates.size() / 3];
+      return candidates[(k * 7 + 3) % candidates.size()];
+    };
+    const size_t n_plans = 3;
+    optimize::Problem whole;
+    whole.workload = &one.w;
+    whole.packing = &one.packing;
+    whole.models = &one.models;
+    whole.default_clock_mhz = fdef;
+    std::vector<optimize::Plan> want;
+    for (size_t i = 0; i < n_plans; ++i) {
+      std::vector<int> clocks;
+      for (size_t k = 0; k < one.packing.packs.size(); ++k) clocks.push_back(clock_of(i, k));
+      want.push_back(optimize::predict(whole, clocks));
+    }
+    EXPECT_LT(want[1].energy_j, want[0].energy_j);
+    EXPECT_GT(want[1].time_ns, want[0].time_ns);
+    const Plans plans = [&](const pack::Packing& mine, size_t first_rank) {
+      size_t base = 0;  // the step's index of this process's first pack
+      for (const pack::Pack& pk : one.packing.packs) base += pk.rank.index() < first_rank;
+      std::vector<std::vector<int>> out(n_plans);
+      for (size_t i = 0; i < n_plans; ++i) {
+        for (size_t k = 0; k < mine.packs.size(); ++k) out[i].push_back(clock_of(i, base + k));
+      }
+      return out;
+    };
+    for (int size : {1, 2, 3, 4, 6}) {
+      const std::string at = std::string(synth::workload_name(wl)) + ", P = " + std::to_string(size);
+      const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, plans);
+      for (int p = 0; p < size; ++p) {
+        const Part& part = parts[size_t(p)];
+        ASSERT_TRUE(part.status.ok()) << at << ", process " << p << ": " << part.status.error().message();
+        ASSERT_EQ(part.plans.size(), n_plans) << at;
+        for (size_t i = 0; i < n_plans; ++i) {
+          EXPECT_EQ(part.plans[i].time_ns, want[i].time_ns) << at << ", process " << p << ", plan " << i;
+          EXPECT_EQ(part.plans[i].energy_j, want[i].energy_j) << at << ", process " << p << ", plan " << i;
+        }
+      }
+    }
+    // One clock too few on the last process: its error, on every process.
+    const Plans short_plans = [&](const pack::Packing& mine, size_t first_rank) {
+      std::vector<int> clocks(mine.packs.size(), fdef);
+      if (first_rank + mine.gpus.size() == one.packing.gpus.size() && !clocks.empty()) clocks.pop_back();
+      return std::vector<std::vector<int>>{clocks};
+    };
+    const std::vector<Part> bad = fit_parts(one.files, one.dir, one.profile, one.po, 3, short_plans);
+    for (int p = 0; p < 3; ++p) {
+      ASSERT_FALSE(bad[size_t(p)].status.ok()) << "process " << p;
+      EXPECT_NE(bad[size_t(p)].status.error().message().find("of process 2's GPUs"), std::string::npos)
+          << bad[size_t(p)].status.error().message();
+    }
+  }
+}
+
+// The DP's plan over the parts (optimize::dp_plan_part: each GPU's DP where its packs live, the budget
+// search's plans replayed over the parts): dp_plan()'s of the whole step — its time and energy, and each
+// process's clocks its packs' slice of the whole plan — with each GPU's share searched on its own, and with
+// the shares of a replica set searched together across processes (shares_per_gpu_max below the GPUs), at
+// several slowdowns.
+TEST(DpPart, TheDpsPlanIsOneProcesss) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const Profiled one(std::string("dp_") + synth::workload_name(wl), wl, 4);
+    optimize::Problem whole;
+    whole.workload = &one.w;
+    whole.packing = &one.packing;
+    whole.models = &one.models;
+    whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
+    for (int variant = 0; variant < 3; ++variant) {
+      optimize::OptimizeOptions opt;
+      if (variant == 1) opt.shares_per_gpu_max = 2;  // 4 GPUs: shares by replica set
+      if (variant == 2) opt.max_slowdown = 0.12;
+      auto want = optimize::dp_plan(whole, opt);
+      ASSERT_TRUE(want.ok()) << want.error().message();
+      EXPECT_TRUE(want->feasible);
+      EXPECT_NE(want->pack_clock_mhz, std::vector<int>(one.packing.packs.size(), whole.default_clock_mhz))
+          << synth::workload_name(wl) << ": the DP lowered no pack, nothing is compared";
+      // Across 4 processes for the replica set's shares (one GPU each), 2 and 3 otherwise.
+      for (int size : variant == 1 ? std::vector<int>{4} : variant == 2 ? std::vector<int>{3} : std::vector<int>{2, 3}) {
+        const std::string at = std::string(synth::workload_name(wl)) + ", variant " + std::to_string(variant) +
+                               ", P = " + std::to_string(size);
+        const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt);
+        std::vector<int> clocks;
+        for (int p = 0; p < size; ++p) {
+          const Part& part = parts[size_t(p)];
+          ASSERT_TRUE(part.status.ok()) << at << ", process " << p << ": " << part.status.error().message();
+          ASSERT_TRUE(part.dp.has_value()) << at;
+          EXPECT_EQ(part.dp->time_ns, want->time_ns) << at << ", process " << p;
+          EXPECT_EQ(part.dp->energy_j, want->energy_j) << at << ", process " << p;
+          EXPECT_EQ(part.dp->feasible, want->feasible) << at << ", process " << p;
+          clocks.insert(clocks.end(), part.dp->pack_clock_mhz.begin(), part.dp->pack_clock_mhz.end());
+        }
+        EXPECT_EQ(clocks, want->pack_clock_mhz) << at;
+      }
+    }
   }
 }
 

@@ -92,9 +92,31 @@ struct Solution {
 
 // Predicted makespan and energy of a plan (one full replay).
 Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::string name = "");
+// predict() over the processes of a run (DESIGN.md §9), each with its part of the step (`part`: the graph
+// it built of its own ranks, analysis::load_part) and a `problem` of its own GPUs (workload null; packing:
+// pack::PackingPart::mine; models: pack::fit_pack_models_part's), `pack_clock_mhz` its own packs' clocks:
+// the default clocks' replay and the plan's are shared over the parts, each process prices its own GPUs,
+// and every GPU's energy is added up in rank order. The step time and energy of predict() of the whole
+// step with every process's clocks, bit for bit, on every process (pack_clock_mhz: this process's clocks,
+// held packs at the default). Every process calls it; an Error on every process where one's clocks do not
+// fit its packs.
+Result<Plan> predict_part(const Problem& problem, const graph::GraphPart& part, std::vector<int> pack_clock_mhz,
+                          dist::Comm& comm, std::string name = "");
 
 // Errors: max_slowdown < 0, reserve outside [0, 1), a problem without packs, or no plan (not even the default) meeting the target.
 Result<Solution> optimize(const Problem& problem, const OptimizeOptions& options);
+
+// The DP's plan alone (optimize()'s first stage, before the baselines and the search moves): each GPU's
+// packs solved by the DP at a makespan budget, the budget searched so that the plan's replay meets the
+// plan target, then each GPU's (or replica set's) share of it. The default plan where none saves energy.
+Result<Plan> dp_plan(const Problem& problem, const OptimizeOptions& options);
+// dp_plan() over the processes of a run (DESIGN.md §9), each with its part of the step and a problem of
+// its own GPUs (as predict_part()): the DP of each GPU runs where its packs live, and every plan the budget
+// search tries is replayed over the parts (every process in step: the search's decisions rest on the
+// step's time and energy, the same on every process). The plan's step time and energy are dp_plan()'s of
+// the whole step, on every process; its clocks are this process's packs' (the whole plan's slice).
+Result<Plan> dp_plan_part(const Problem& problem, const graph::GraphPart& part, const OptimizeOptions& options,
+                          dist::Comm& comm);
 
 // The models are fitted from a few uniform clocks; between them, the static and dynamic power, the
 // voltage knee and floor that fit those runs may still be off where a plan runs. Where the plan's packs
