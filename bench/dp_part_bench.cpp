@@ -1,11 +1,11 @@
-// The fit and the DP's plan over the processes of a run (pack::fit_pack_models_part,
-// optimize::dp_plan_part) against one process's fit_pack_models and dp_plan on the same step, in one run: a
-// job of N ranks (emo synth FAMILY), profiled on the emulated GPU into a folder as hardware captures are;
-// P processes (threads over dist::local_world) each load, analyze and pack their part, read and fit their
-// runs, and search the DP's plan with every trial replayed over the parts. Prints, per P, the median seconds
-// of the fit (reading the runs included) and of the DP's search over the reps, their ratios to one
-// process's whole-step stages, and whether the plan is the whole step's (its time, energy and clocks).
-// Exits 1 where any answer differs.
+// The fit and the optimizer's first stages over the processes of a run (pack::fit_pack_models_part,
+// optimize::solve_start_part: the DP's plan and the baselines) against one process's fit_pack_models and
+// solve_start on the same step, in one run: a job of N ranks (emo synth FAMILY), profiled on the emulated
+// GPU into a folder as hardware captures are; P processes (threads over dist::local_world) each load,
+// analyze and pack their part, read and fit their runs, and search the DP's plan and the baselines with
+// every trial replayed over the parts. Prints, per P, the median seconds of the fit (reading the runs
+// included) and of the DP and the baselines over the reps, their ratios to one process's whole-step stages,
+// and whether the start plan is the whole step's (its time, energy and clocks). Exits 1 where any differs.
 //   dp_part_bench [--family train-dp] [--ranks N] [--reps R] [--procs 1,2,4]
 #include <algorithm>
 #include <chrono>
@@ -137,14 +137,14 @@ int main(int argc, char** argv) {
     pr.models = &*models;
     pr.default_clock_mhz = int(profile.default_clock_mhz.value);
     t0 = std::chrono::steady_clock::now();
-    auto plan = optimize::dp_plan(pr, {});
+    auto plan = optimize::solve_start(pr, {});
     if (!plan) fail(plan.error().message());
     dp1.push_back(seconds_since(t0));
-    want = *plan;
+    want = plan->policy;
   }
-  std::printf("%s, %d ranks, %zu packs: one process: fit %.3f s (reading the runs included), DP's plan %.3f s\n",
+  std::printf("%s, %d ranks, %zu packs: one process: fit %.3f s (reading the runs included), DP and baselines %.3f s\n",
               family.c_str(), ranks, packing->packs.size(), median(fit1), median(dp1));
-  std::printf("%6s %10s %8s %10s %8s %s\n", "P", "fit s", "x one", "DP s", "x one", "same plan");
+  std::printf("%6s %10s %8s %10s %8s %s\n", "P", "fit s", "x one", "DP+base s", "x one", "same plan");
   bool all_same = true;
   for (int P : procs) {
     std::vector<double> fit_s, dp_s;
@@ -175,10 +175,10 @@ int main(int argc, char** argv) {
           pr.models = &*models;
           pr.default_clock_mhz = int(profile.default_clock_mhz.value);
           t0 = std::chrono::steady_clock::now();
-          auto plan = optimize::dp_plan_part(pr, wp->part, {}, comm);
+          auto plan = optimize::solve_start_part(pr, wp->part, {}, comm);
           if (!plan) return void(me.error = plan.error().message());
           me.dp_s = seconds_since(t0);
-          me.plan = std::move(*plan);
+          me.plan = std::move(plan->policy);
         });
       }
       for (auto& t : threads) t.join();

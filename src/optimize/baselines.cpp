@@ -2,6 +2,7 @@
 // clock, slack-only lowering (EnvPipe's idea) and per-phase clocks.
 #include <algorithm>
 
+#include "emo/dist/dist.h"
 #include "emo/model/kernel_names.h"
 #include "emo/optimize/optimize.h"
 #include "internal.h"
@@ -21,14 +22,30 @@ std::vector<size_t> lowest_energy_clocks(const Search& c) {
   return idx;
 }
 
-// One step of slack-only raising: the packs with a critical op (slack ≤ 1 µs in the plan's replay) one
-// clock up; where none can go up, every pack.
-void raise_critical(const Search& c, const std::vector<int64_t>& dur, const replay::Timeline& tl,
-                    std::vector<size_t>& idx) {
+// Over the parts: whether any process's `mine` is true, on every process (false on every process where
+// the exchange fails: c.failed says it).
+bool any_process(Search& c, bool mine, int tag) {
+  if (c.pricer == nullptr) return mine;
+  auto all = dist::all_combine(c.pricer->comm(), tag, {mine ? 1 : 0}, [](const std::vector<std::vector<int64_t>>& parts) {
+    int64_t any = 0;
+    for (const auto& v : parts) any |= v.empty() ? 0 : v[0];
+    return std::vector<int64_t>{any};
+  });
+  if (!all || all->size() != 1) {
+    if (c.failed.ok()) c.failed = all ? make_error("optimize", "a process's answer arrived cut short") : all.error();
+    return false;
+  }
+  return (*all)[0] != 0;
+}
+
+// The baselines' messages over the parts: whether any process raised a pack, which phases any has.
+constexpr int kTagRaised = 51, kTagPhases = 52;
+
+// One step of slack-only raising: the packs with a critical op (slack ≤ 1 µs in the plan's replay, `sl`
+// per node of the problem's graph) one clock up; where none can go up (on any process), every pack.
+void raise_critical(Search& c, const std::vector<int64_t>& sl, std::vector<size_t>& idx) {
   const pack::Packing& p = *c.pr.packing;
   const size_t top = c.x.clocks.size() - 1;
-  std::vector<int64_t> sl;
-  replay::Replayer(c.pr.workload->graph).slack(dur, tl, sl);
   std::vector<char> crit(c.P, 0);
   for (size_t gi = 0; gi < p.gpus.size(); ++gi) {
     for (size_t i = 0; i < p.gpus[gi].ops.size(); ++i) {
@@ -42,14 +59,14 @@ void raise_critical(const Search& c, const std::vector<int64_t>& dur, const repl
       raised = true;
     }
   }
-  if (!raised) {  // nothing critical left to raise: raise everything
+  if (!any_process(c, raised, kTagRaised)) {  // nothing critical left to raise: raise everything
     for (uint32_t k = 0; k < c.P; ++k) idx[k] = std::min(top, idx[k] + 1);
   }
 }
 
 // Each pack's phase: the phase of most of its ops' default time (the first such on a tie).
 std::vector<int> pack_phases(const Search& c) {
-  const graph::Graph& g = c.pr.workload->graph;
+  const graph::Graph& g = *c.graph;
   const pack::Packing& p = *c.pr.packing;
   std::vector<int> phase(c.P, 0);
   for (uint32_t k = 0; k < c.P; ++k) {
@@ -84,14 +101,30 @@ Plan static_clock_baseline(Search& c) {
 Plan slack_only_baseline(Search& c) {
   std::vector<size_t> idx = lowest_energy_clocks(c);
   Plan pl;
-  for (size_t it = 0; it <= c.x.clocks.size() + 1; ++it) {
+  for (size_t it = 0; it <= c.x.clocks.size() + 1 && c.failed.ok(); ++it) {
     std::vector<int> clocks(c.P);
     for (uint32_t k = 0; k < c.P; ++k) clocks[k] = c.x.clocks[idx[k]];
-    replay::Timeline tl;
-    std::vector<int64_t> dur;
-    pl = c.check(predict_prepared(c.pr, c.x, clocks, "slack_only", &tl, &dur));
-    if (pl.feasible) break;
-    raise_critical(c, dur, tl, idx);
+    std::vector<int64_t> dur, sl;
+    if (c.pricer == nullptr) {
+      replay::Timeline tl;
+      pl = c.check(predict_prepared(c.pr, c.x, clocks, "slack_only", &tl, &dur));
+      if (pl.feasible) break;
+      replay::Replayer(c.pr.workload->graph).slack(dur, tl, sl);
+    } else {  // over the parts: the replay and its slack shared
+      replay::ShardTimeline tl;
+      auto priced = c.pricer->price(clocks, "slack_only", &tl, &dur);
+      if (!priced) {
+        c.failed = priced.error();
+        break;
+      }
+      pl = c.check(std::move(*priced));
+      if (pl.feasible) break;
+      if (Status st = replay::slack_distributed(c.pricer->shard(), dur, tl, c.pricer->comm(), sl); !st.ok()) {
+        c.failed = st;
+        break;
+      }
+    }
+    raise_critical(c, sl, idx);
   }
   if (!pl.feasible) pl = c.s.default_plan, pl.name = "slack_only";
   return pl;
@@ -111,9 +144,13 @@ Plan per_phase_baseline(Search& c) {
   Plan bestp = c.s.default_plan;
   bestp.name = "per_phase";
   const size_t C = c.x.clocks.size();
+  // The phases any process's packs are of (every process tries the same phases).
+  std::vector<char> present(model::kPhases, 0);
+  for (int ph = 0; ph < model::kPhases; ++ph)
+    present[size_t(ph)] = any_process(c, std::find(phase.begin(), phase.end(), ph) != phase.end(), kTagPhases);
   for (int pass = 0; pass < 2; ++pass) {
     for (int ph = 0; ph < model::kPhases; ++ph) {
-      if (std::find(phase.begin(), phase.end(), ph) == phase.end()) continue;
+      if (!present[size_t(ph)]) continue;
       // The trials of one phase differ only in that phase's clock: replay them together.
       std::vector<int> tried;
       std::vector<std::vector<int>> trials;

@@ -102,7 +102,7 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);
 
-// A plan's replay and pricing over the processes of a run (predict_part, dp_plan_part): this process's
+// A plan's replay and pricing over the processes of a run (predict_part, solve_start_part): this process's
 // part of the step and a Problem of its own GPUs (workload null; its packing and models). Its Prepared is
 // this process's packs' (the owned gaps from the default replay over every part). Every process makes one
 // and prices the same number of plans in the same order.
@@ -117,6 +117,7 @@ class PartPricer {
   const replay::Shard& shard() const { return shard_; }
   dist::Comm& comm() const { return comm_; }
   const Status& status() const { return status_; }
+  const graph::Graph& graph() const { return part_.graph; }
 
  private:
   const Problem& pr_;
@@ -152,13 +153,14 @@ struct Search {
   int polish_left = 0;  // replays left to polish_single
   int block_left = 0;   // replays left to polish_blocks
   // The step's GPUs and packs: this problem's own where it is the whole step; over the processes of a run
-  // (dp_plan_part), this process's GPUs are the step's [first_gpu, first_gpu + gpu_packs.size()) of `gpus`,
+  // (solve_start_part), this process's GPUs are the step's [first_gpu, first_gpu + gpu_packs.size()) of `gpus`,
   // `replica_sets` every GPU's, and every plan is priced over the parts by `pricer`, one at a time, in the
   // same order on every process (`failed`: the first that could not be; the later ones are skipped).
   size_t first_gpu = 0, gpus = 0, packs = 0;
   std::vector<uint32_t> replica_sets;
   PartPricer* pricer = nullptr;
   Status failed;
+  const graph::Graph* graph = nullptr;  // the graph the packing's ops are nodes of (the step's, or the part's)
 
   // Marks a replayed plan feasible when it meets the plan target, and counts the replay.
   Plan check(Plan pl);

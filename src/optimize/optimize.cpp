@@ -28,7 +28,8 @@ Search::Search(const Problem& problem, const OptimizeOptions& options, const Pre
       threads(options.threads > 0 ? options.threads : worker_threads()),
       points(std::max<double>(1, problem.workload != nullptr ? double(problem.workload->graph.num_points()) : 1.0)),
       best(solution.default_plan), gpus(problem.packing->gpus.size()), packs(problem.packing->packs.size()),
-      replica_sets(problem.packing->replica_set) {
+      replica_sets(problem.packing->replica_set),
+      graph(problem.workload != nullptr ? &problem.workload->graph : nullptr) {
   for (uint32_t k = 0; k < P; ++k) gpu_packs[problem.packing->packs[k].rank.index()].push_back(k);
   best.name = "policy";
   // The polish is bounded by `polish_replays`, and on large graphs by work: at most
@@ -201,7 +202,7 @@ Status check_problem(const OptimizeOptions& opt, size_t packs) {
   return {};
 }
 
-// dp_plan_part's message: every process's pack count, then its GPUs' replica sets and idle powers.
+// solve_start_part's message: every process's pack count, then its GPUs' replica sets and idle powers.
 constexpr int kTagDpGpus = 50;
 }  // namespace
 
@@ -235,7 +236,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
 }
 
 
-Result<Plan> dp_plan(const Problem& pr, const OptimizeOptions& opt) {
+Result<Solution> solve_start(const Problem& pr, const OptimizeOptions& opt) {
   EMO_RETURN_IF_ERROR(check_problem(opt, pr.packing->packs.size()));
   const Prepared x = prepare(pr, true);
   if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
@@ -245,11 +246,14 @@ Result<Plan> dp_plan(const Problem& pr, const OptimizeOptions& opt) {
   default_plan_and_targets(pr, x, opt, s, tl0, dur0);
   Search c(pr, opt, x, s);
   dp_search(c, dur0, tl0);
-  return c.best;
+  s.baselines = baselines(c);
+  s.policy_from = seed_search(c, s.baselines);
+  s.policy = c.best;
+  return s;
 }
 
-Result<Plan> dp_plan_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
-                          dist::Comm& comm) {
+Result<Solution> solve_start_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
+                                  dist::Comm& comm) {
   const pack::Packing& p = *pr.packing;
   // Every process's packs, GPUs' replica sets and idle powers at the default clock, in rank order.
   std::vector<int64_t> mine{int64_t(p.packs.size()), int64_t(p.gpus.size())};
@@ -292,13 +296,18 @@ Result<Plan> dp_plan_part(const Problem& pr, const graph::GraphPart& part, const
   EMO_RETURN_IF_ERROR(replay::slack_distributed(pricer.shard(), dur0, tl0, comm, slack));
   Search c(pr, opt, x, s);
   c.pricer = &pricer;
+  c.graph = &part.graph;
   c.first_gpu = part.first_rank;
   c.gpus = sets.size();
   c.packs = packs;
   c.replica_sets = std::move(sets);
   dp_search_part(c, pack_slack_of(p, x, slack), idle_all_w);
   EMO_RETURN_IF_ERROR(c.failed);
-  return c.best;
+  s.baselines = baselines(c);
+  EMO_RETURN_IF_ERROR(c.failed);
+  s.policy_from = seed_search(c, s.baselines);
+  s.policy = c.best;
+  return s;
 }
 
 Result<Plan> exhaustive(const Problem& pr, double max_slowdown, int64_t max_combinations) {

@@ -39,7 +39,7 @@ struct Part {
   size_t first_rank = 0;
   size_t atoms = 0;  // its GPUs' atoms
   std::vector<optimize::Plan> plans;  // optimize::predict_part of each plan asked
-  std::optional<optimize::Plan> dp;    // optimize::dp_plan_part, where asked
+  std::optional<optimize::Solution> start;  // optimize::solve_start_part, where asked
 };
 
 // The plans to price: per plan, a clock per pack of the process's GPUs (the part's packing and its first
@@ -91,12 +91,12 @@ std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::st
       pr.models = &me.models;
       pr.default_clock_mhz = int(profile.default_clock_mhz.value);
       if (dp != nullptr) {
-        auto plan = optimize::dp_plan_part(pr, w->part, *dp, comm);
-        if (!plan) {
-          me.status = plan.error();
+        auto sol = optimize::solve_start_part(pr, w->part, *dp, comm);
+        if (!sol) {
+          me.status = sol.error();
           return;
         }
-        me.dp = std::move(*plan);
+        me.start = std::move(*sol);
       }
       if (!plans) return;
       for (std::vector<int>& clocks : plans(k->mine, me.first_rank)) {
@@ -392,12 +392,20 @@ TEST(PredictPart, PlansArePricedAsOneProcess) {
   }
 }
 
-// The DP's plan over the parts (optimize::dp_plan_part: each GPU's DP where its packs live, the budget
-// search's plans replayed over the parts): dp_plan()'s of the whole step — its time and energy, and each
-// process's clocks its packs' slice of the whole plan — with each GPU's share searched on its own, and with
-// the shares of a replica set searched together across processes (shares_per_gpu_max below the GPUs), at
-// several slowdowns.
-TEST(DpPart, TheDpsPlanIsOneProcesss) {
+// The optimizer's first stages over the parts (optimize::solve_start_part: each GPU's DP where its packs
+// live, every plan of the budget search and of the baselines replayed over the parts): solve_start()'s
+// Solution of the whole step — the default plan, the targets, the DP's plan or the baseline it starts
+// from, every baseline, the replays — with each plan's clocks the processes' slices of its clocks; with each
+// GPU's share searched on its own, with the shares of a replica set searched together across processes
+// (shares_per_gpu_max below the GPUs), and at a larger slowdown.
+void expect_plan(const optimize::Plan& want, const optimize::Plan& got, const std::string& what) {
+  EXPECT_EQ(got.name, want.name) << what;
+  EXPECT_EQ(got.time_ns, want.time_ns) << what;
+  EXPECT_EQ(got.energy_j, want.energy_j) << what;
+  EXPECT_EQ(got.feasible, want.feasible) << what;
+}
+
+TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("dp_") + synth::workload_name(wl), wl, 4);
     optimize::Problem whole;
@@ -409,27 +417,41 @@ TEST(DpPart, TheDpsPlanIsOneProcesss) {
       optimize::OptimizeOptions opt;
       if (variant == 1) opt.shares_per_gpu_max = 2;  // 4 GPUs: shares by replica set
       if (variant == 2) opt.max_slowdown = 0.12;
-      auto want = optimize::dp_plan(whole, opt);
+      auto want = optimize::solve_start(whole, opt);
       ASSERT_TRUE(want.ok()) << want.error().message();
-      EXPECT_TRUE(want->feasible);
-      EXPECT_NE(want->pack_clock_mhz, std::vector<int>(one.packing.packs.size(), whole.default_clock_mhz))
-          << synth::workload_name(wl) << ": the DP lowered no pack, nothing is compared";
+      EXPECT_TRUE(want->policy.feasible);
+      EXPECT_LT(want->policy.energy_j, want->default_plan.energy_j) << synth::workload_name(wl);
+      ASSERT_EQ(want->baselines.size(), 3u);
       // Across 4 processes for the replica set's shares (one GPU each), 2 and 3 otherwise.
       for (int size : variant == 1 ? std::vector<int>{4} : variant == 2 ? std::vector<int>{3} : std::vector<int>{2, 3}) {
         const std::string at = std::string(synth::workload_name(wl)) + ", variant " + std::to_string(variant) +
                                ", P = " + std::to_string(size);
         const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt);
-        std::vector<int> clocks;
+        std::vector<int> policy, default_clocks;
+        std::vector<std::vector<int>> baselines(want->baselines.size());
         for (int p = 0; p < size; ++p) {
           const Part& part = parts[size_t(p)];
-          ASSERT_TRUE(part.status.ok()) << at << ", process " << p << ": " << part.status.error().message();
-          ASSERT_TRUE(part.dp.has_value()) << at;
-          EXPECT_EQ(part.dp->time_ns, want->time_ns) << at << ", process " << p;
-          EXPECT_EQ(part.dp->energy_j, want->energy_j) << at << ", process " << p;
-          EXPECT_EQ(part.dp->feasible, want->feasible) << at << ", process " << p;
-          clocks.insert(clocks.end(), part.dp->pack_clock_mhz.begin(), part.dp->pack_clock_mhz.end());
+          const std::string in = at + ", process " + std::to_string(p);
+          ASSERT_TRUE(part.status.ok()) << in << ": " << part.status.error().message();
+          ASSERT_TRUE(part.start.has_value()) << in;
+          const optimize::Solution& got = *part.start;
+          expect_plan(want->default_plan, got.default_plan, in + ", default");
+          expect_plan(want->policy, got.policy, in + ", policy");
+          EXPECT_EQ(got.policy_from, want->policy_from) << in;
+          EXPECT_EQ(got.target_ns, want->target_ns) << in;
+          EXPECT_EQ(got.plan_target_ns, want->plan_target_ns) << in;
+          EXPECT_EQ(got.replays, want->replays) << in;
+          ASSERT_EQ(got.baselines.size(), want->baselines.size()) << in;
+          for (size_t b = 0; b < got.baselines.size(); ++b) {
+            expect_plan(want->baselines[b], got.baselines[b], in + ", " + want->baselines[b].name);
+            baselines[b].insert(baselines[b].end(), got.baselines[b].pack_clock_mhz.begin(),
+                                got.baselines[b].pack_clock_mhz.end());
+          }
+          policy.insert(policy.end(), got.policy.pack_clock_mhz.begin(), got.policy.pack_clock_mhz.end());
         }
-        EXPECT_EQ(clocks, want->pack_clock_mhz) << at;
+        EXPECT_EQ(policy, want->policy.pack_clock_mhz) << at;
+        for (size_t b = 0; b < baselines.size(); ++b)
+          EXPECT_EQ(baselines[b], want->baselines[b].pack_clock_mhz) << at << ", " << want->baselines[b].name;
       }
     }
   }

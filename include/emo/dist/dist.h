@@ -4,7 +4,7 @@
 // each builds, replays, analyzes (and packs) its part (analysis::load_part, pack::make_packs_part) and
 // process 0 joins what they report; the other subcommands hand the compact tables to process 0, which
 // assembles the step and runs the rest of the pipeline (the fit of recorded runs and the DP's plan have
-// their parts too, not yet used there: pack::fit_pack_models_part, optimize::dp_plan_part). Only process 0
+// their parts too, not yet used there: pack::fit_pack_models_part, optimize::solve_start_part). Only process 0
 // prints and writes. Without MPI, or without a launcher, the
 // world is this process alone and nothing changes.
 //

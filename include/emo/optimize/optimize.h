@@ -106,17 +106,20 @@ Result<Plan> predict_part(const Problem& problem, const graph::GraphPart& part, 
 // Errors: max_slowdown < 0, reserve outside [0, 1), a problem without packs, or no plan (not even the default) meeting the target.
 Result<Solution> optimize(const Problem& problem, const OptimizeOptions& options);
 
-// The DP's plan alone (optimize()'s first stage, before the baselines and the search moves): each GPU's
-// packs solved by the DP at a makespan budget, the budget searched so that the plan's replay meets the
-// plan target, then each GPU's (or replica set's) share of it. The default plan where none saves energy.
-Result<Plan> dp_plan(const Problem& problem, const OptimizeOptions& options);
-// dp_plan() over the processes of a run (DESIGN.md §9), each with its part of the step and a problem of
+// optimize()'s first stages alone: the default plan and the targets; the DP's plan (each GPU's packs solved
+// by the DP at a makespan budget, the budget searched so that the plan's replay meets the plan target, then
+// each GPU's — or replica set's — share of it); the baselines; and the search's start, the DP's plan or the
+// best baseline where the models price it lower (policy_from). No search moves (polish, blocks, kick and
+// repair) and no pricing in issue order: Solution::policy is that start.
+Result<Solution> solve_start(const Problem& problem, const OptimizeOptions& options);
+// solve_start() over the processes of a run (DESIGN.md §9), each with its part of the step and a problem of
 // its own GPUs (as predict_part()): the DP of each GPU runs where its packs live, and every plan the budget
-// search tries is replayed over the parts (every process in step: the search's decisions rest on the
-// step's time and energy, the same on every process). The plan's step time and energy are dp_plan()'s of
-// the whole step, on every process; its clocks are this process's packs' (the whole plan's slice).
-Result<Plan> dp_plan_part(const Problem& problem, const graph::GraphPart& part, const OptimizeOptions& options,
-                          dist::Comm& comm);
+// search and the baselines try is replayed over the parts (every process in step: every decision rests on
+// the step's time and energy, or on what any process has — a critical pack raised, a phase — the same on
+// every process). The Solution of solve_start() of the whole step, on every process; each plan's clocks
+// are this process's packs' (the whole plan's slice).
+Result<Solution> solve_start_part(const Problem& problem, const graph::GraphPart& part, const OptimizeOptions& options,
+                                  dist::Comm& comm);
 
 // The models are fitted from a few uniform clocks; between them, the static and dynamic power, the
 // voltage knee and floor that fit those runs may still be off where a plan runs. Where the plan's packs
