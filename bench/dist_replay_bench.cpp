@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "emo/analysis/analysis.h"
 #include "emo/dist/dist.h"
 #include "emo/graph/part.h"
@@ -26,14 +27,8 @@
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using emo::bench::median;
+using emo::bench::seconds_since;
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "error: %s\nusage: dist_replay_bench [--ranks N] [--layers L] [--reps R] [--procs 1,2,4]\n", why);

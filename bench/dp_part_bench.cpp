@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "emo/analysis/analysis.h"
 #include "emo/backends/profiling.h"
 #include "emo/backends/target.h"
@@ -33,14 +34,8 @@ namespace {
 
 using namespace emo;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using emo::bench::median;
+using emo::bench::seconds_since;
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,

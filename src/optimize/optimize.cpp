@@ -206,7 +206,10 @@ Status check_problem(const OptimizeOptions& opt, size_t packs) {
 constexpr int kTagDpGpus = 50;
 }  // namespace
 
-Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
+namespace {
+// optimize() (`moves`: the search moves and the issue-order pricing after the first stages) or its first
+// stages alone (solve_start).
+Result<Solution> solve(const Problem& pr, const OptimizeOptions& opt, bool moves) {
   const auto t0 = std::chrono::steady_clock::now();
   EMO_RETURN_IF_ERROR(check_problem(opt, pr.packing->packs.size()));
   const Prepared x = prepare(pr, true);
@@ -219,7 +222,7 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
   dp_search(c, dur0, tl0);
   s.baselines = baselines(c);
   s.policy_from = seed_search(c, s.baselines);
-  if (opt.start_clocks.size() == c.P &&
+  if (moves && opt.start_clocks.size() == c.P &&
       std::all_of(opt.start_clocks.begin(), opt.start_clocks.end(), [&](int f) {
         return std::find(x.clocks.begin(), x.clocks.end(), f) != x.clocks.end();
       })) {
@@ -228,29 +231,19 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) {
       s.policy_from = "first_solve";
     }
   }
-  improve(c);
-  in_issue_order(c, s);
+  if (moves) {
+    improve(c);
+    in_issue_order(c, s);
+  }
   s.policy = c.best;
   s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }
+}  // namespace
 
+Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) { return solve(pr, opt, true); }
 
-Result<Solution> solve_start(const Problem& pr, const OptimizeOptions& opt) {
-  EMO_RETURN_IF_ERROR(check_problem(opt, pr.packing->packs.size()));
-  const Prepared x = prepare(pr, true);
-  if (x.clocks.empty()) return make_error("optimize", "no candidate clocks");
-  Solution s;
-  replay::Timeline tl0;
-  std::vector<int64_t> dur0;
-  default_plan_and_targets(pr, x, opt, s, tl0, dur0);
-  Search c(pr, opt, x, s);
-  dp_search(c, dur0, tl0);
-  s.baselines = baselines(c);
-  s.policy_from = seed_search(c, s.baselines);
-  s.policy = c.best;
-  return s;
-}
+Result<Solution> solve_start(const Problem& pr, const OptimizeOptions& opt) { return solve(pr, opt, false); }
 
 Result<Solution> solve_start_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
                                   dist::Comm& comm) {
