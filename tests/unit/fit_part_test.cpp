@@ -125,8 +125,11 @@ struct Profiled {
   pack::PackModels models;
   analysis::Workload w;
 
-  Profiled(const std::string& tag, synth::Workload wl, int ranks) {
-    files = synth_files("fit_part_" + tag, wl, ranks);
+  Profiled(const std::string& tag, synth::Workload wl, int ranks)
+      : Profiled(tag, synth_files("fit_part_" + tag, wl, ranks)) {}
+  // The same of a job's rank files.
+  Profiled(const std::string& tag, std::vector<std::string> rank_files) {
+    files = std::move(rank_files);
     dir = test::temp_dir("fit_part_runs_" + tag) + "/runs";
     po.min_pack_ns = 2'000'000;
     auto loaded = analysis::load(files, {});
@@ -257,6 +260,37 @@ TEST(FitPart, TheSyntheticFamiliesFitAsOneProcess) {
     overlaps += one.models.overlaps.size();
   }
   EXPECT_GT(overlaps, 0u) << "no family's atoms ran at once: the overlaps are not compared";
+}
+
+// A real step: ../shared's 8-rank DLRM (its collectives matched across processes), profiled on the
+// emulated GPU, read and fitted at P = 2, 3 and 8, and its first stages searched at P = 3.
+TEST(FitPart, TheEightRankDlrmStepFitsAndStartsAsOneProcess) {
+  EMO_REQUIRE_SHARED(dlrm, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
+  auto files = analysis::expand_trace_paths({dlrm});
+  ASSERT_TRUE(files.ok()) << files.error().message();
+  const Profiled one("dlrm", *files);
+  ASSERT_GE(one.runs.size(), 2u);
+  expect_fit_of_one_process(one, "dlrm", {2, 3, 8});
+  optimize::Problem whole;
+  whole.workload = &one.w;
+  whole.packing = &one.packing;
+  whole.models = &one.models;
+  whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
+  const optimize::OptimizeOptions opt;
+  auto want = optimize::solve_start(whole, opt);
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  EXPECT_LT(want->policy.energy_j, want->default_plan.energy_j);
+  const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, 3, {}, &opt);
+  std::vector<int> policy;
+  for (const Part& part : parts) {
+    ASSERT_TRUE(part.status.ok()) << part.status.error().message();
+    EXPECT_EQ(part.start->policy.time_ns, want->policy.time_ns);
+    EXPECT_EQ(part.start->policy.energy_j, want->policy.energy_j);
+    EXPECT_EQ(part.start->policy_from, want->policy_from);
+    EXPECT_EQ(part.start->replays, want->replays);
+    policy.insert(policy.end(), part.start->policy.pack_clock_mhz.begin(), part.start->policy.pack_clock_mhz.end());
+  }
+  EXPECT_EQ(policy, want->policy.pack_clock_mhz);
 }
 
 // Every error is the first failing process's, said on every process: the folder's (process 0's listing),
