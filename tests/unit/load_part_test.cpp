@@ -425,5 +425,40 @@ TEST(LoadPart, ErrorsAreOneProcesssOnEveryProcess) {
   EXPECT_LT(waited, 30.0) << "the others waited for process 0's plan to the timeout";
 }
 
+// Parts given (a profiling run read as the step was, backends::read_profiled_dir_part): each process builds
+// the ranks its bounds name, however the events would split them; bounds that do not fit the files (another
+// rank count, another process count, not in order) are one error on every process.
+TEST(LoadPart, GivenRankBoundsAreKeptOrRefusedEverywhere) {
+  auto files = synth_files("load_part_bounds", synth::Workload::kTrainPP, 4);
+  ASSERT_EQ(files.size(), 4u);
+  const auto load_with = [&](const std::vector<size_t>& bounds, int size) {
+    auto comms = dist::local_world(size);
+    std::vector<Result<analysis::WorkloadPart>> got;
+    for (int p = 0; p < size; ++p) got.emplace_back(make_error("", "not run"));
+    std::vector<std::thread> threads;
+    for (int p = 0; p < size; ++p)
+      threads.emplace_back([&, p] { got[size_t(p)] = analysis::load_part(files, {}, *comms[size_t(p)], {}, &bounds); });
+    for (auto& t : threads) t.join();
+    return got;
+  };
+  // Three ranks on the first process, none on the second, one on the third.
+  const auto kept = load_with({0, 3, 3, 4}, 3);
+  const size_t firsts[] = {0, 3, 3}, counts[] = {3, 0, 1};
+  for (size_t p = 0; p < 3; ++p) {
+    ASSERT_TRUE(kept[p].ok()) << "process " << p << ": " << kept[p].error().message();
+    EXPECT_EQ(kept[p]->part.first_rank, firsts[p]) << "process " << p;
+    EXPECT_EQ(kept[p]->ranks.size(), counts[p]) << "process " << p;
+    for (size_t r = 0; r < kept[p]->ranks.size(); ++r) EXPECT_EQ(kept[p]->ranks[r].rank, int(firsts[p] + r));
+  }
+  for (const std::vector<size_t>& bad : {std::vector<size_t>{0, 2, 5}, std::vector<size_t>{0, 4}, std::vector<size_t>{0, 3, 1, 4}}) {
+    const auto refused = load_with(bad, bad.size() == 2 ? 2 : int(bad.size()) - 1);
+    for (size_t p = 0; p < refused.size(); ++p) {
+      ASSERT_FALSE(refused[p].ok()) << "process " << p;
+      EXPECT_NE(refused[p].error().what.find("rank file(s), where the step's parts"), std::string::npos)
+          << refused[p].error().what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace emo
