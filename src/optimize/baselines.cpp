@@ -22,22 +22,6 @@ std::vector<size_t> lowest_energy_clocks(const Search& c) {
   return idx;
 }
 
-// Over the parts: whether any process's `mine` is true, on every process (false on every process where
-// the exchange fails: c.failed says it).
-bool any_process(Search& c, bool mine, int tag) {
-  if (c.pricer == nullptr) return mine;
-  auto all = dist::all_combine(c.pricer->comm(), tag, {mine ? 1 : 0}, [](const std::vector<std::vector<int64_t>>& parts) {
-    int64_t any = 0;
-    for (const auto& v : parts) any |= v.empty() ? 0 : v[0];
-    return std::vector<int64_t>{any};
-  });
-  if (!all || all->size() != 1) {
-    if (c.failed.ok()) c.failed = all ? make_error("optimize", "a process's answer arrived cut short") : all.error();
-    return false;
-  }
-  return (*all)[0] != 0;
-}
-
 // The baselines' messages over the parts: whether any process raised a pack, which phases any has.
 constexpr int kTagRaised = 51, kTagPhases = 52;
 
@@ -59,7 +43,7 @@ void raise_critical(Search& c, const std::vector<int64_t>& sl, std::vector<size_
       raised = true;
     }
   }
-  if (!any_process(c, raised, kTagRaised)) {  // nothing critical left to raise: raise everything
+  if (!c.any_process(raised, kTagRaised)) {  // nothing critical left to raise: raise everything
     for (uint32_t k = 0; k < c.P; ++k) idx[k] = std::min(top, idx[k] + 1);
   }
 }
@@ -147,7 +131,7 @@ Plan per_phase_baseline(Search& c) {
   // The phases any process's packs are of (every process tries the same phases).
   std::vector<char> present(model::kPhases, 0);
   for (int ph = 0; ph < model::kPhases; ++ph)
-    present[size_t(ph)] = any_process(c, std::find(phase.begin(), phase.end(), ph) != phase.end(), kTagPhases);
+    present[size_t(ph)] = c.any_process(std::find(phase.begin(), phase.end(), ph) != phase.end(), kTagPhases);
   for (int pass = 0; pass < 2; ++pass) {
     for (int ph = 0; ph < model::kPhases; ++ph) {
       if (!present[size_t(ph)]) continue;

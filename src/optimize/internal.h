@@ -101,6 +101,8 @@ double switch_energy_j(const Problem& pr, const Prepared& x, uint32_t j, uint32_
 // One full replay of a plan: makespan and energy (packs, idle at the default clock, clock switches).
 Plan predict_prepared(const Problem& pr, const Prepared& x, std::vector<int> clocks, std::string name,
                       replay::Timeline* tl_out = nullptr, std::vector<int64_t>* dur_out = nullptr);
+// A replay over the parts as one graph's timeline of this part's points.
+replay::Timeline timeline_of(const replay::ShardTimeline& st);
 
 // A plan's replay and pricing over the processes of a run (predict_part, solve_start_part): this process's
 // part of the step and a Problem of its own GPUs (workload null; its packing and models). Its Prepared is
@@ -118,6 +120,7 @@ class PartPricer {
   dist::Comm& comm() const { return comm_; }
   const Status& status() const { return status_; }
   const graph::Graph& graph() const { return part_.graph; }
+  const graph::GraphPart& part() const { return part_; }
 
  private:
   const Problem& pr_;
@@ -129,6 +132,14 @@ class PartPricer {
   std::vector<uint32_t> order_;  // the first replay's dataflow order, for the next ones (ShardTimeline::order)
   uint64_t order_of_ = 0;
 };
+
+// Over the processes of a run: whether any process's `mine` is true, on every process.
+Result<bool> any_of_processes(dist::Comm& comm, bool mine, int tag);
+// clocks_in_issue_order() over the parts (this process's packs' clocks of each plan, priced by `pricer`):
+// every process calls it with the same plans. `failed` gets the first exchange that failed (the clocks after
+// it are the plans' own).
+std::vector<std::vector<int>> clocks_in_issue_order_part(const Problem& pr, PartPricer& pricer,
+                                                         const std::vector<const Plan*>& plans, Status& failed);
 
 // ---- one optimize() call ----
 
@@ -160,8 +171,17 @@ struct Search {
   std::vector<uint32_t> replica_sets;
   PartPricer* pricer = nullptr;
   Status failed;
+  // The search moves over the parts (`whole`, set by optimize_part after the first stages): P, gpu_packs
+  // and best's clocks are the whole step's, the same on every process (its packs in rank order, this
+  // process's from `first_pack`; `held`: every pack's held at the default clock), and each trial is priced
+  // by its slice.
+  bool whole = false;
+  size_t first_pack = 0;
+  std::vector<char> held;
   const graph::Graph* graph = nullptr;  // the graph the packing's ops are nodes of (the step's, or the part's)
 
+  // The replayed points of one replay (the whole step's), and the move budgets that depend on them.
+  void set_points(double n);
   // Marks a replayed plan feasible when it meets the plan target, and counts the replay.
   Plan check(Plan pl);
   // Replays a plan and checks it.
@@ -170,6 +190,9 @@ struct Search {
   // replay takes milliseconds there) they run on worker threads; the caller then accepts them in order,
   // so the result is the same with any number of threads. Moves the trials out.
   std::vector<Plan> check_all(std::vector<std::vector<int>>& trials, const char* name);
+  // Over the parts: whether any process's `mine` is true, on every process (false on every process where
+  // the exchange fails: `failed` says it). In one process, `mine`.
+  bool any_process(bool mine, int tag);
   // Whether a checked plan meets the target and saves energy on `best` (beyond rounding).
   bool beats_best(const Plan& pl) const { return pl.feasible && pl.energy_j < best.energy_j * (1 - 1e-9); }
 };

@@ -26,12 +26,16 @@ Search::Search(const Problem& problem, const OptimizeOptions& options, const Pre
       gpu_packs(problem.packing->gpus.size()),
       parallel(problem.workload != nullptr && problem.workload->graph.num_points() >= options.parallel_min_points),
       threads(options.threads > 0 ? options.threads : worker_threads()),
-      points(std::max<double>(1, problem.workload != nullptr ? double(problem.workload->graph.num_points()) : 1.0)),
       best(solution.default_plan), gpus(problem.packing->gpus.size()), packs(problem.packing->packs.size()),
       replica_sets(problem.packing->replica_set),
       graph(problem.workload != nullptr ? &problem.workload->graph : nullptr) {
   for (uint32_t k = 0; k < P; ++k) gpu_packs[problem.packing->packs[k].rank.index()].push_back(k);
   best.name = "policy";
+  set_points(problem.workload != nullptr ? double(problem.workload->graph.num_points()) : 1.0);
+}
+
+void Search::set_points(double n) {
+  points = std::max(1.0, n);
   // The polish is bounded by `polish_replays`, and on large graphs by work: at most
   // `polish_point_visits` replayed points in all, but never under 200 replays; the block moves alike.
   polish_left = int(std::min<double>(opt.polish_replays, std::max(200.0, opt.polish_point_visits / points)));
@@ -44,9 +48,41 @@ Plan Search::check(Plan pl) {
   return pl;
 }
 
+Result<bool> any_of_processes(dist::Comm& comm, bool mine, int tag) {
+  auto all = dist::all_combine(comm, tag, {mine ? 1 : 0}, [](const std::vector<std::vector<int64_t>>& parts) {
+    int64_t any = 0;
+    for (const auto& v : parts) any |= v.empty() ? 0 : v[0];
+    return std::vector<int64_t>{any};
+  });
+  if (!all) return all.error();
+  if (all->size() != 1) return make_error("optimize", "a process's answer arrived cut short");
+  return (*all)[0] != 0;
+}
+
+bool Search::any_process(bool mine, int tag) {
+  if (pricer == nullptr) return mine;
+  auto any = any_of_processes(pricer->comm(), mine, tag);
+  if (!any && failed.ok()) failed = any.error();
+  return any && *any;
+}
+
 Plan Search::replay(std::vector<int> clocks, const char* name) {
   if (pricer == nullptr) return check(predict_prepared(pr, x, std::move(clocks), name));
-  if (failed.ok()) {
+  if (failed.ok() && whole) {  // the whole step's clocks: this process prices its slice
+    const size_t mine = pr.packing->packs.size();
+    for (size_t k = 0; k < clocks.size() && k < held.size(); ++k) {
+      if (held[k]) clocks[k] = pr.default_clock_mhz;
+    }
+    std::vector<int> slice;  // short of the slice: refused by the pricer, on every process
+    if (first_pack + mine <= clocks.size())
+      slice.assign(clocks.begin() + ptrdiff_t(first_pack), clocks.begin() + ptrdiff_t(first_pack + mine));
+    auto pl = pricer->price(std::move(slice), name);
+    if (pl) {
+      pl->pack_clock_mhz = std::move(clocks);
+      return check(std::move(*pl));
+    }
+    failed = pl.error();
+  } else if (failed.ok()) {
     auto pl = pricer->price(std::move(clocks), name);
     if (pl) return check(std::move(*pl));
     failed = pl.error();
@@ -118,6 +154,20 @@ std::string seed_search(Search& c, const std::vector<Plan>& base) {
   return from;
 }
 
+// The caller's start (OptimizeOptions::start_clocks, the step's packs' clocks) where it is every pack's
+// candidate clock and the models price it lower.
+void from_start_clocks(Search& c, Solution& s) {
+  const std::vector<int>& f = c.opt.start_clocks;
+  if (f.size() != c.P || !std::all_of(f.begin(), f.end(), [&](int mhz) {
+        return std::find(c.x.clocks.begin(), c.x.clocks.end(), mhz) != c.x.clocks.end();
+      }))
+    return;
+  if (Plan start = c.replay(f, "policy"); c.beats_best(start)) {
+    c.best = std::move(start);
+    s.policy_from = "first_solve";
+  }
+}
+
 // The search moves from the start: the polish, pairs on small cases, blocks and kick and repair on
 // cases of up to 64 packs.
 void improve(Search& c) {
@@ -129,6 +179,9 @@ void improve(Search& c) {
   }
 }
 
+// Over the parts: whether any process's clocks of a plan moved in issue order.
+constexpr int kTagIssueChanged = 54;
+
 // The policy and the baselines as they will run: a change that would land after the next pack's change
 // on its GPU is dropped (clocks_in_issue_order: that pack keeps the clock before it, which costs energy,
 // not time), and the plan is priced again. A plan that would then miss the target stays as it was. The
@@ -136,10 +189,13 @@ void improve(Search& c) {
 void in_issue_order(Search& c, Solution& s) {
   std::vector<Plan*> plans{&c.best};
   for (Plan& b : s.baselines) plans.push_back(&b);
-  std::vector<std::vector<int>> clocks = clocks_in_issue_order(c.pr, std::vector<const Plan*>(plans.begin(), plans.end()));
+  const std::vector<const Plan*> in(plans.begin(), plans.end());
+  std::vector<std::vector<int>> clocks = c.pricer != nullptr
+                                             ? clocks_in_issue_order_part(c.pr, *c.pricer, in, c.failed)
+                                             : clocks_in_issue_order(c.pr, in);
   for (size_t i = 0; i < plans.size(); ++i) {
     Plan& p = *plans[i];
-    if (clocks[i] == p.pack_clock_mhz) continue;
+    if (!c.any_process(clocks[i] != p.pack_clock_mhz, kTagIssueChanged)) continue;
     Plan q = c.replay(std::move(clocks[i]), p.name.c_str());
     if (q.feasible || !p.feasible) p = std::move(q);
   }
@@ -222,16 +278,8 @@ Result<Solution> solve(const Problem& pr, const OptimizeOptions& opt, bool moves
   dp_search(c, dur0, tl0);
   s.baselines = baselines(c);
   s.policy_from = seed_search(c, s.baselines);
-  if (moves && opt.start_clocks.size() == c.P &&
-      std::all_of(opt.start_clocks.begin(), opt.start_clocks.end(), [&](int f) {
-        return std::find(x.clocks.begin(), x.clocks.end(), f) != x.clocks.end();
-      })) {
-    if (Plan start = c.replay(opt.start_clocks, "policy"); c.beats_best(start)) {
-      c.best = std::move(start);
-      s.policy_from = "first_solve";
-    }
-  }
   if (moves) {
+    from_start_clocks(c, s);
     improve(c);
     in_issue_order(c, s);
   }
@@ -245,8 +293,66 @@ Result<Solution> optimize(const Problem& pr, const OptimizeOptions& opt) { retur
 
 Result<Solution> solve_start(const Problem& pr, const OptimizeOptions& opt) { return solve(pr, opt, false); }
 
-Result<Solution> solve_start_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
-                                  dist::Comm& comm) {
+namespace {
+// solve_part's message: every process's packs (the step's GPU of each, held at the default clock, its
+// clock in the search's start).
+constexpr int kTagWholeStep = 55;
+
+// The search moves over the parts work on the whole step's packs (in rank order, so that each move is tried
+// in the order one process tries it): every process's packs, their GPUs and held packs, and the start's
+// clocks, on every process.
+Status to_whole_step(Search& c, const graph::GraphPart& part, dist::Comm& comm) {
+  const pack::Packing& p = *c.pr.packing;
+  std::vector<int64_t> mine{int64_t(p.packs.size())};
+  for (size_t k = 0; k < p.packs.size(); ++k) {
+    mine.push_back(int64_t(part.first_rank + p.packs[k].rank.index()));
+    mine.push_back(c.x.held[k]);
+    mine.push_back(c.best.pack_clock_mhz[k]);
+  }
+  auto all = dist::all_gather(comm, kTagWholeStep, dist::to_bytes(mine));
+  if (!all) return make_error("optimize", "the processes' packs: " + all.error().message());
+  std::vector<std::vector<uint32_t>> gpu_packs(c.gpus);
+  std::vector<int> clocks;
+  std::vector<char> held;
+  for (size_t q = 0; q < all->size(); ++q) {
+    auto v = dist::from_bytes((*all)[q], int(q));
+    if (!v) return v.error();
+    if (v->empty() || (*v)[0] < 0 || v->size() != 1 + 3 * size_t((*v)[0]))
+      return make_error("optimize", fmt::format("process {} sent its packs cut short", q));
+    if (int(q) == comm.rank()) c.first_pack = clocks.size();
+    for (size_t i = 1; i < v->size(); i += 3) {
+      const int64_t gpu = (*v)[i];
+      if (gpu < 0 || size_t(gpu) >= gpu_packs.size())
+        return make_error("optimize", fmt::format("process {} sent a pack of GPU {}, of {}", q, gpu, gpu_packs.size()));
+      gpu_packs[size_t(gpu)].push_back(uint32_t(clocks.size()));
+      held.push_back((*v)[i + 1] != 0 ? 1 : 0);
+      clocks.push_back(int((*v)[i + 2]));
+    }
+  }
+  c.P = clocks.size();
+  c.gpu_packs = std::move(gpu_packs);
+  c.held = std::move(held);
+  c.best.pack_clock_mhz = std::move(clocks);
+  c.whole = true;
+  return {};
+}
+
+// Back to this process's packs: the best plan's slice.
+void to_own_packs(Search& c) {
+  const pack::Packing& p = *c.pr.packing;
+  std::vector<int>& clocks = c.best.pack_clock_mhz;
+  clocks = std::vector<int>(clocks.begin() + ptrdiff_t(c.first_pack),
+                            clocks.begin() + ptrdiff_t(c.first_pack + p.packs.size()));
+  c.P = p.packs.size();
+  c.gpu_packs.assign(p.gpus.size(), {});
+  for (uint32_t k = 0; k < c.P; ++k) c.gpu_packs[p.packs[k].rank.index()].push_back(k);
+  c.whole = false;
+}
+
+// solve_start_part() and, with `moves`, optimize_part().
+Result<Solution> solve_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
+                            dist::Comm& comm, bool moves) {
+  const auto t0 = std::chrono::steady_clock::now();
   const pack::Packing& p = *pr.packing;
   // Every process's packs, GPUs' replica sets and idle powers at the default clock, in rank order.
   std::vector<int64_t> mine{int64_t(p.packs.size()), int64_t(p.gpus.size())};
@@ -299,8 +405,30 @@ Result<Solution> solve_start_part(const Problem& pr, const graph::GraphPart& par
   s.baselines = baselines(c);
   EMO_RETURN_IF_ERROR(c.failed);
   s.policy_from = seed_search(c, s.baselines);
+  if (moves) {
+    c.set_points(2.0 * double(part.total_nodes));
+    EMO_RETURN_IF_ERROR(to_whole_step(c, part, comm));
+    from_start_clocks(c, s);
+    improve(c);
+    EMO_RETURN_IF_ERROR(c.failed);
+    to_own_packs(c);
+    in_issue_order(c, s);
+    EMO_RETURN_IF_ERROR(c.failed);
+  }
   s.policy = c.best;
+  s.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+}  // namespace
+
+Result<Solution> solve_start_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
+                                  dist::Comm& comm) {
+  return solve_part(pr, part, opt, comm, false);
+}
+
+Result<Solution> optimize_part(const Problem& pr, const graph::GraphPart& part, const OptimizeOptions& opt,
+                               dist::Comm& comm) {
+  return solve_part(pr, part, opt, comm, true);
 }
 
 Result<Plan> exhaustive(const Problem& pr, double max_slowdown, int64_t max_combinations) {

@@ -75,12 +75,18 @@ json predicted(const Plan& p) {
 // The latency varies (median/p99): a change that raises the clock is issued a p99 latency ahead, so
 // it is in effect when the pack starts; one that lowers it is issued late (2·median − p99 ahead), so the
 // pack before keeps its higher clock to its end. Either way the slip costs energy, not time.
+//
+// Over the processes of a run (`pricer`: this process's part and packs), each plan's replay is the one over
+// the parts, each process works out its own GPUs' changes, and the rounds go on while any process moved
+// one; an exchange that fails leaves the clocks as they are and `failed()` says why.
 class IssueTimes {
  public:
-  explicit IssueTimes(const Problem& pr)
+  explicit IssueTimes(const Problem& pr, detail::PartPricer* pricer = nullptr)
       : pr_(pr),
         p_(*pr.packing),
-        x_(detail::prepare(pr)),
+        pricer_(pricer),
+        own_(pricer ? std::nullopt : std::optional<detail::Prepared>(detail::prepare(pr))),
+        x_(pricer ? pricer->prepared() : *own_),
         lat_med_(int64_t(pr.models->profile.switch_latency_median_ms.value * 1e6)),
         lat_p99_(int64_t(pr.models->profile.switch_latency_p99_ms.value * 1e6)),
         gpu_packs_(detail::packs_in_time_order(p_)) {
@@ -90,7 +96,7 @@ class IssueTimes {
   }
 
   // Issue times (ns from the step's start) of every pack with ops, for one plan's clocks.
-  std::vector<int64_t> of(const Plan& plan) const {
+  std::vector<int64_t> of(const Plan& plan) {
     const Issues is = unwrapped(plan.pack_clock_mhz, plan.name);
     std::vector<int64_t> out;
     for (size_t k = 0; k < p_.packs.size(); ++k) {
@@ -109,9 +115,10 @@ class IssueTimes {
   // issued late, before one that raises it, issued early) would hold its clock through the next pack.
   // Such a pack keeps the clock before it instead (energy, not time); the issue times are then worked out
   // again from the new clocks' replay, until none is out of order (a few rounds at most).
-  std::vector<int> in_order(std::vector<int> clocks, const std::string& name) const {
-    for (int round = 0; round < kMaxRounds; ++round) {
+  std::vector<int> in_order(std::vector<int> clocks, const std::string& name) {
+    for (int round = 0; round < kMaxRounds && failed_.ok(); ++round) {
       const Issues is = unwrapped(clocks, name);
+      if (!failed_.ok()) break;
       bool moved = false;
       for (const std::vector<uint32_t>& packs : gpu_packs_) {
         const size_t n = packs.size();
@@ -131,13 +138,21 @@ class IssueTimes {
           }
         }
       }
+      if (pricer_ != nullptr) {
+        auto any = detail::any_of_processes(pricer_->comm(), moved, kTagMoved);
+        if (!any) failed_ = any.error();
+        moved = any && *any;
+      }
       if (!moved) break;
     }
     return clocks;
   }
 
+  const Status& failed() const { return failed_; }
+
  private:
   static constexpr int kMaxRounds = 8;
+  static constexpr int kTagMoved = 53;  // over the parts: whether any process moved a change this round
 
   struct Issues {
     std::vector<int64_t> at;  // per pack with ops: its change's issue time, before wrapping (may be < 0)
@@ -146,7 +161,7 @@ class IssueTimes {
 
   // A change that sets the clock its GPU has already (the pack before's) is issued no earlier than the pack
   // before's change: issued early, it would be the one that changes the clock, before the pack before.
-  Issues unwrapped(const std::vector<int>& clocks, const std::string& name) const {
+  Issues unwrapped(const std::vector<int>& clocks, const std::string& name) {
     std::vector<int64_t> tail_end;
     Issues is;
     const std::vector<int64_t> begin = begins_in(clocks, name, tail_end, is.step_ns);
@@ -179,11 +194,26 @@ class IssueTimes {
   // loop whose GPU tail runs into the next step, `tail_end` gets, per GPU, where the step before's last op
   // ends in this step (its end in the replay less the period; 0 where it ends before the step begins).
   std::vector<int64_t> begins_in(const std::vector<int>& clocks, const std::string& name,
-                                 std::vector<int64_t>& tail_end, int64_t& step_ns) const {
+                                 std::vector<int64_t>& tail_end, int64_t& step_ns) {
     replay::Timeline tl;
-    step_ns = detail::predict_prepared(pr_, x_, clocks, name, &tl).time_ns;
-    const graph::Graph& g = pr_.workload->graph;
-    if (g.gpu_tail_loop && g.queued_ops.empty()) {
+    bool tail_loop = false;
+    if (pricer_ != nullptr) {
+      replay::ShardTimeline st;
+      auto pl = pricer_->price(clocks, name, &st);
+      if (!pl) {
+        failed_ = pl.error();
+        step_ns = 0;
+        return std::vector<int64_t>(p_.packs.size(), 0);
+      }
+      step_ns = pl->time_ns;
+      tl = detail::timeline_of(st);
+      tail_loop = pricer_->graph().gpu_tail_loop && !pricer_->part().queued_loop;
+    } else {
+      step_ns = detail::predict_prepared(pr_, x_, clocks, name, &tl).time_ns;
+      const graph::Graph& g = pr_.workload->graph;
+      tail_loop = g.gpu_tail_loop && g.queued_ops.empty();
+    }
+    if (tail_loop) {
       tail_end.assign(p_.gpus.size(), 0);
       for (size_t r = 0; r < p_.gpus.size(); ++r) {
         for (NodeId n : p_.gpus[r].ops) tail_end[r] = std::max(tail_end[r], tl.end(n) - tl.makespan_ns() - tl.begin_ns);
@@ -203,7 +233,10 @@ class IssueTimes {
 
   const Problem& pr_;
   const pack::Packing& p_;
-  const detail::Prepared x_;
+  detail::PartPricer* pricer_;
+  const std::optional<detail::Prepared> own_;
+  const detail::Prepared& x_;
+  Status failed_;
   const int64_t lat_med_, lat_p99_;
   std::vector<std::vector<uint32_t>> gpu_packs_;  // each GPU's packs with ops, in the order the GPU meets them
 };
@@ -237,6 +270,19 @@ std::vector<std::vector<int>> clocks_in_issue_order(const Problem& pr, const std
   return out;
 }
 
+namespace detail {
+std::vector<std::vector<int>> clocks_in_issue_order_part(const Problem& pr, PartPricer& pricer,
+                                                         const std::vector<const Plan*>& plans, Status& failed) {
+  std::vector<std::vector<int>> out;
+  IssueTimes issue_times(pr, &pricer);
+  for (const Plan* plan : plans) {
+    out.push_back(failed.ok() ? issue_times.in_order(plan->pack_clock_mhz, plan->name) : plan->pack_clock_mhz);
+    if (failed.ok() && !issue_times.failed().ok()) failed = issue_times.failed();
+  }
+  return out;
+}
+}  // namespace detail
+
 std::vector<int> clocks_in_issue_order(const Problem& pr, const Plan& plan) {
   return std::move(clocks_in_issue_order(pr, std::vector<const Plan*>{&plan}).front());
 }
@@ -245,7 +291,7 @@ Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double m
   const pack::Packing& p = *pr.packing;
   if (s.policy.pack_clock_mhz.size() != p.packs.size())
     return make_error("policy", fmt::format("{} clocks for {} packs", s.policy.pack_clock_mhz.size(), p.packs.size()));
-  const IssueTimes issue_times(pr);
+  IssueTimes issue_times(pr);
   PolicyFile pf;
   pf.device = pr.models->profile.name;
   pf.default_clock_mhz = pr.default_clock_mhz;
@@ -282,7 +328,7 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown, doub
     ranks.push_back(std::move(r));
   }
   j["ranks"] = ranks;
-  const IssueTimes issue_times(pr);
+  IssueTimes issue_times(pr);
   const std::vector<int64_t> issue = issue_times.of(s.policy);
   json packs = json::array();
   for (size_t k = 0; k < p.packs.size(); ++k) {

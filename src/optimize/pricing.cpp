@@ -210,8 +210,6 @@ void add_pack_energy(const Problem& pr, const Prepared& x, const std::vector<int
   }
 }
 
-// Step energy of a plan replayed to `tl`: the packs, what is left of the step (a GPU without packs)
-// idling at the default clock, and the clock changes.
 // Step energy of each GPU in a plan replayed to `tl`: its packs, what is left of the step (a GPU without
 // packs) idling at the default clock, and its clock changes. The step's is their sum in GPU order (so that
 // processes holding some GPUs each add up to the same).
@@ -374,8 +372,6 @@ Plan predict(const Problem& problem, std::vector<int> pack_clock_mhz, std::strin
 
 namespace detail {
 
-namespace {
-// A replay over the parts as one graph's timeline of this part's points.
 replay::Timeline timeline_of(const replay::ShardTimeline& st) {
   replay::Timeline tl;
   tl.t_ns = st.t_ns;
@@ -384,9 +380,11 @@ replay::Timeline timeline_of(const replay::ShardTimeline& st) {
   tl.last_point = st.last_point;
   return tl;
 }
-// PartPricer's messages: whether every process's problem fits its part, whether its clocks fit its packs,
-// every GPU's energy.
-constexpr int kTagPricerStatus = 47, kTagPlanStatus = 48, kTagPlanEnergy = 49;
+
+namespace {
+// PartPricer's messages: whether every process's problem fits its part; every GPU's energy (or whether a
+// process's clocks do not fit its packs).
+constexpr int kTagPricerStatus = 47, kTagPlanEnergy = 49;
 }  // namespace
 
 PartPricer::PartPricer(const Problem& problem, const graph::GraphPart& part, dist::Comm& comm, bool tables)
@@ -414,36 +412,62 @@ Result<Plan> PartPricer::price(std::vector<int> clocks, std::string name, replay
                                std::vector<int64_t>* dur_out) {
   EMO_RETURN_IF_ERROR(status_);
   const pack::Packing& p = *pr_.packing;
-  Status fits;
-  if (clocks.size() != p.packs.size()) {
-    fits = make_error("plan", fmt::format("{} clock(s) for the {} pack(s) of process {}'s GPUs", clocks.size(),
-                                          p.packs.size(), comm_.rank()));
-  }
-  EMO_RETURN_IF_ERROR(dist::first_error(comm_, kTagPlanStatus, fits));
-  for (size_t k = 0; k < clocks.size(); ++k) {
-    if (x_.held[k]) clocks[k] = pr_.default_clock_mhz;
-  }
+  // Clocks that do not fit this process's packs: its replay runs the recorded durations (every process
+  // stays in step) and the energy exchange below carries the error, not its GPUs' energy.
+  const bool fits = clocks.size() == p.packs.size();
   std::vector<int64_t> dur(part_.graph.dur_ns.begin(), part_.graph.dur_ns.end());
-  scale_durations(pr_, x_, clocks, dur);
+  if (fits) {
+    for (size_t k = 0; k < clocks.size(); ++k) {
+      if (x_.held[k]) clocks[k] = pr_.default_clock_mhz;
+    }
+    scale_durations(pr_, x_, clocks, dur);
+  }
   replay::ShardTimeline st;
-  if (order_of_ == shard_.id) st.order = order_, st.order_of = order_of_;
-  EMO_RETURN_IF_ERROR(replay::run_distributed(shard_, dur, comm_, st));
-  if (order_of_ != shard_.id) order_ = st.order, order_of_ = st.order_of;
+  if (order_of_ == shard_.id) st.order = std::move(order_), st.order_of = order_of_;
+  const Status ran = replay::run_distributed(shard_, dur, comm_, st);
+  if (tl_out) {
+    order_ = st.order;
+  } else {
+    order_ = std::move(st.order);
+  }
+  order_of_ = st.order_of;
+  EMO_RETURN_IF_ERROR(ran);
   Plan plan;
   plan.name = std::move(name);
   plan.time_ns = st.makespan_ns();
-  // Every GPU's energy, added up in rank order (as plan_energy() of the whole step does) on every process.
-  std::vector<int64_t> bits;
-  for (double e : gpu_energy(pr_, x_, clocks, timeline_of(st), plan.time_ns)) bits.push_back(std::bit_cast<int64_t>(e));
-  auto all = dist::all_gather(comm_, kTagPlanEnergy, dist::to_bytes(bits));
-  if (!all) return make_error("plan", "the GPUs' energy: " + all.error().message());
-  double energy = 0;
-  for (size_t q = 0; q < all->size(); ++q) {
-    auto v = dist::from_bytes((*all)[q], int(q));
-    if (!v) return v.error();
-    for (int64_t b : *v) energy += std::bit_cast<double>(b);
+  // Every GPU's energy, added up in rank order (as plan_energy() of the whole step does), to every process;
+  // or the first process's clocks that did not fit: [1, its clocks, its packs].
+  std::vector<int64_t> mine{0};
+  if (fits) {
+    replay::Timeline tl;
+    tl.t_ns = std::move(st.t_ns);
+    tl.begin_ns = st.begin_ns;
+    tl.end_ns = st.end_ns;
+    tl.last_point = st.last_point;
+    for (double e : gpu_energy(pr_, x_, clocks, tl, plan.time_ns)) mine.push_back(std::bit_cast<int64_t>(e));
+    st.t_ns = std::move(tl.t_ns);
+  } else {
+    mine = {1, int64_t(clocks.size()), int64_t(p.packs.size())};
   }
-  plan.energy_j = energy;
+  auto sum = dist::all_combine(comm_, kTagPlanEnergy, mine, [](const std::vector<std::vector<int64_t>>& parts) {
+    double energy = 0;
+    for (size_t q = 0; q < parts.size(); ++q) {
+      if (parts[q].empty() || parts[q][0] != 0) {
+        std::vector<int64_t> bad{1, int64_t(q)};
+        if (parts[q].size() == 3) bad.insert(bad.end(), parts[q].begin() + 1, parts[q].end());
+        return bad;
+      }
+      for (size_t i = 1; i < parts[q].size(); ++i) energy += std::bit_cast<double>(parts[q][i]);
+    }
+    return std::vector<int64_t>{0, std::bit_cast<int64_t>(energy)};
+  });
+  if (!sum) return make_error("plan", "the GPUs' energy: " + sum.error().message());
+  if (sum->size() == 4 && (*sum)[0] == 1) {
+    return make_error("plan", fmt::format("{} clock(s) for the {} pack(s) of process {}'s GPUs", (*sum)[2], (*sum)[3],
+                                          (*sum)[1]));
+  }
+  if (sum->size() != 2 || (*sum)[0] != 0) return make_error("plan", "the GPUs' energy came back cut short");
+  plan.energy_j = std::bit_cast<double>((*sum)[1]);
   plan.pack_clock_mhz = std::move(clocks);
   if (dur_out) *dur_out = std::move(dur);
   if (tl_out) *tl_out = std::move(st);

@@ -39,7 +39,7 @@ struct Part {
   size_t first_rank = 0;
   size_t atoms = 0;  // its GPUs' atoms
   std::vector<optimize::Plan> plans;  // optimize::predict_part of each plan asked
-  std::optional<optimize::Solution> start;  // optimize::solve_start_part, where asked
+  std::optional<optimize::Solution> start;  // optimize::solve_start_part (or optimize_part), where asked
 };
 
 // The plans to price: per plan, a clock per pack of the process's GPUs (the part's packing and its first
@@ -48,7 +48,8 @@ using Plans = std::function<std::vector<std::vector<int>>(const pack::Packing& m
 
 std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::string& dir,
                             const device::DeviceProfile& profile, const pack::PackOptions& po, int size,
-                            const Plans& plans = {}, const optimize::OptimizeOptions* dp = nullptr) {
+                            const Plans& plans = {}, const optimize::OptimizeOptions* dp = nullptr,
+                            bool moves = false) {
   auto comms = dist::local_world(size);
   std::vector<Part> out(static_cast<size_t>(size));
   std::vector<std::thread> threads;
@@ -91,7 +92,8 @@ std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::st
       pr.models = &me.models;
       pr.default_clock_mhz = int(profile.default_clock_mhz.value);
       if (dp != nullptr) {
-        auto sol = optimize::solve_start_part(pr, w->part, *dp, comm);
+        auto sol = moves ? optimize::optimize_part(pr, w->part, *dp, comm)
+                         : optimize::solve_start_part(pr, w->part, *dp, comm);
         if (!sol) {
           me.status = sol.error();
           return;
@@ -439,6 +441,37 @@ void expect_plan(const optimize::Plan& want, const optimize::Plan& got, const st
   EXPECT_EQ(got.feasible, want.feasible) << what;
 }
 
+// Every process's Solution against one process's `want`: the default plan, the policy and where it came from,
+// the targets, the replays and every baseline, and each plan's clocks the processes' slices of its clocks.
+void expect_solution_of_one_process(const optimize::Solution& want, const std::vector<Part>& parts,
+                                    const std::string& at) {
+  std::vector<int> policy;
+  std::vector<std::vector<int>> baselines(want.baselines.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    const std::string in = at + ", process " + std::to_string(p);
+    ASSERT_TRUE(part.status.ok()) << in << ": " << part.status.error().message();
+    ASSERT_TRUE(part.start.has_value()) << in;
+    const optimize::Solution& got = *part.start;
+    expect_plan(want.default_plan, got.default_plan, in + ", default");
+    expect_plan(want.policy, got.policy, in + ", policy");
+    EXPECT_EQ(got.policy_from, want.policy_from) << in;
+    EXPECT_EQ(got.target_ns, want.target_ns) << in;
+    EXPECT_EQ(got.plan_target_ns, want.plan_target_ns) << in;
+    EXPECT_EQ(got.replays, want.replays) << in;
+    ASSERT_EQ(got.baselines.size(), want.baselines.size()) << in;
+    for (size_t b = 0; b < got.baselines.size(); ++b) {
+      expect_plan(want.baselines[b], got.baselines[b], in + ", " + want.baselines[b].name);
+      baselines[b].insert(baselines[b].end(), got.baselines[b].pack_clock_mhz.begin(),
+                          got.baselines[b].pack_clock_mhz.end());
+    }
+    policy.insert(policy.end(), got.policy.pack_clock_mhz.begin(), got.policy.pack_clock_mhz.end());
+  }
+  EXPECT_EQ(policy, want.policy.pack_clock_mhz) << at;
+  for (size_t b = 0; b < baselines.size(); ++b)
+    EXPECT_EQ(baselines[b], want.baselines[b].pack_clock_mhz) << at << ", " << want.baselines[b].name;
+}
+
 TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("dp_") + synth::workload_name(wl), wl, 4);
@@ -461,34 +494,52 @@ TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
       for (int size : variant == 1 ? std::vector<int>{4} : variant == 2 ? std::vector<int>{3} : std::vector<int>{2, 6}) {
         const std::string at = std::string(synth::workload_name(wl)) + ", variant " + std::to_string(variant) +
                                ", P = " + std::to_string(size);
-        const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt);
-        std::vector<int> policy, default_clocks;
-        std::vector<std::vector<int>> baselines(want->baselines.size());
-        for (int p = 0; p < size; ++p) {
-          const Part& part = parts[size_t(p)];
-          const std::string in = at + ", process " + std::to_string(p);
-          ASSERT_TRUE(part.status.ok()) << in << ": " << part.status.error().message();
-          ASSERT_TRUE(part.start.has_value()) << in;
-          const optimize::Solution& got = *part.start;
-          expect_plan(want->default_plan, got.default_plan, in + ", default");
-          expect_plan(want->policy, got.policy, in + ", policy");
-          EXPECT_EQ(got.policy_from, want->policy_from) << in;
-          EXPECT_EQ(got.target_ns, want->target_ns) << in;
-          EXPECT_EQ(got.plan_target_ns, want->plan_target_ns) << in;
-          EXPECT_EQ(got.replays, want->replays) << in;
-          ASSERT_EQ(got.baselines.size(), want->baselines.size()) << in;
-          for (size_t b = 0; b < got.baselines.size(); ++b) {
-            expect_plan(want->baselines[b], got.baselines[b], in + ", " + want->baselines[b].name);
-            baselines[b].insert(baselines[b].end(), got.baselines[b].pack_clock_mhz.begin(),
-                                got.baselines[b].pack_clock_mhz.end());
-          }
-          policy.insert(policy.end(), got.policy.pack_clock_mhz.begin(), got.policy.pack_clock_mhz.end());
-        }
-        EXPECT_EQ(policy, want->policy.pack_clock_mhz) << at;
-        for (size_t b = 0; b < baselines.size(); ++b)
-          EXPECT_EQ(baselines[b], want->baselines[b].pack_clock_mhz) << at << ", " << want->baselines[b].name;
+        expect_solution_of_one_process(*want, fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt), at);
       }
     }
+  }
+}
+
+// The whole optimizer over the parts (optimize::optimize_part: the first stages, then every search move's
+// trial priced over the parts and the plans priced again in issue order): optimize()'s Solution of the whole
+// step — the policy after the moves, its clocks, the replays they took — on every process, for the three
+// families at P = 2 and 3 (the moves' budgets cut so that the test stays short: the same budgets in one
+// process), and from a given start (OptimizeOptions::start_clocks).
+TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const Profiled one(std::string("opt_") + synth::workload_name(wl), wl, 4);
+    optimize::Problem whole;
+    whole.workload = &one.w;
+    whole.packing = &one.packing;
+    whole.models = &one.models;
+    whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
+    optimize::OptimizeOptions opt;
+    opt.kick_replays = 1500;  // the moves' budgets cut (a full replay over the parts per trial)
+    opt.polish_replays = 600;
+    opt.block_replays = 600;
+    // ... and bounded by the step's replayed points below that: 400 and 300 replays.
+    opt.polish_point_visits = 400.0 * double(one.w.graph.num_points());
+    opt.block_point_visits = 300.0 * double(one.w.graph.num_points());
+    auto start = optimize::solve_start(whole, opt);
+    ASSERT_TRUE(start.ok()) << start.error().message();
+    auto want = optimize::optimize(whole, opt);
+    ASSERT_TRUE(want.ok()) << want.error().message();
+    // The moves ran and moved the policy off its start.
+    EXPECT_GT(want->replays, start->replays + 300) << synth::workload_name(wl);
+    EXPECT_NE(want->policy.pack_clock_mhz, start->policy.pack_clock_mhz) << synth::workload_name(wl);
+    std::printf("%s: %zu packs, %d replays (first stages %d)\n", synth::workload_name(wl), one.packing.packs.size(), want->replays, start->replays);
+    for (int size : {2, 3}) {
+      const std::string at = std::string(synth::workload_name(wl)) + ", P = " + std::to_string(size);
+      expect_solution_of_one_process(*want, fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt, true), at);
+    }
+    if (wl != synth::Workload::kTrainDP) continue;
+    // From a start the caller gives (the whole step's clocks: the policy found).
+    opt.start_clocks = want->policy.pack_clock_mhz;
+    auto from = optimize::optimize(whole, opt);
+    ASSERT_TRUE(from.ok()) << from.error().message();
+    EXPECT_EQ(from->policy_from, "first_solve");
+    expect_solution_of_one_process(*from, fit_parts(one.files, one.dir, one.profile, one.po, 2, {}, &opt, true),
+                                   "train-dp from a start, P = 2");
   }
 }
 

@@ -120,6 +120,15 @@ Result<Solution> solve_start(const Problem& problem, const OptimizeOptions& opti
 // are this process's packs' (the whole plan's slice).
 Result<Solution> solve_start_part(const Problem& problem, const graph::GraphPart& part, const OptimizeOptions& options,
                                   dist::Comm& comm);
+// optimize() over the processes of a run: solve_start_part()'s stages, then the search moves (polish, pairs,
+// blocks, kick and repair) over the whole step's packs on every process, each trial priced over the parts
+// (every process tries the same moves in the same order: every decision rests on the step's time and
+// energy), and the plans priced again in issue order (each process its own GPUs' changes, the rounds going
+// on while any process moves one). The Solution of optimize() of the whole step on every process (timing
+// fields aside); each plan's clocks are this process's packs'. OptimizeOptions::start_clocks are the whole
+// step's packs' clocks.
+Result<Solution> optimize_part(const Problem& problem, const graph::GraphPart& part, const OptimizeOptions& options,
+                               dist::Comm& comm);
 
 // The models are fitted from a few uniform clocks; between them, the static and dynamic power, the
 // voltage knee and floor that fit those runs may still be off where a plan runs. Where the plan's packs
