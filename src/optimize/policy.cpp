@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "emo/dist/dist.h"
 #include "emo/optimize/optimize.h"
 #include "internal.h"
 
@@ -310,9 +311,9 @@ Result<PolicyFile> applied_policy(const Problem& pr, const Solution& s, double m
   return pf;
 }
 
-json policy_json(const Problem& pr, const Solution& s, double max_slowdown, double reserve) {
-  const graph::Graph& g = pr.workload->graph;
-  const pack::Packing& p = *pr.packing;
+namespace {
+// The policy file's fields that are the same on every process of a run.
+json policy_header(const Problem& pr, const Solution& s, double max_slowdown, double reserve) {
   const auto& prof = pr.models->profile;
   json j;
   j["schema"] = "emo-policy/1";
@@ -321,14 +322,19 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown, doub
   j["max_slowdown"] = max_slowdown;
   j["reserve"] = reserve;
   j["switch_latency_ms"] = prof.switch_latency_median_ms.value;
+  j["predicted"] = predictions(s);
+  return j;
+}
+
+// The fields of the problem's GPUs (all of the step's, or one process's): "ranks", "packs" and, per
+// baseline in the solution's order, [its listed clocks, its issue times] in "baselines".
+json policy_gpus(const graph::Graph& g, const pack::Packing& p, IssueTimes& issue_times, const Solution& s) {
   json ranks = json::array();
   for (const pack::GpuOps& go : p.gpus) {
     json r = {{"rank", g.rank_id(go.rank)}, {"gpu_ops", go.ops.size()}};
     if (auto st = step_start(g, go)) r["step_start"] = std::move(*st);
     ranks.push_back(std::move(r));
   }
-  j["ranks"] = ranks;
-  IssueTimes issue_times(pr);
   const std::vector<int64_t> issue = issue_times.of(s.policy);
   json packs = json::array();
   for (size_t k = 0; k < p.packs.size(); ++k) {
@@ -339,16 +345,64 @@ json policy_json(const Problem& pr, const Solution& s, double max_slowdown, doub
                      {"issue_at_us", double(issue[packs.size()]) / 1e3}, {"first", op_ref(g, go, pk.first_op)},
                      {"last", op_ref(g, go, pk.last_op)}});
   }
-  j["packs"] = packs;
-  j["predicted"] = predictions(s);
-  json bl = json::object();
+  json bl = json::array();
   for (const Plan& b : s.baselines) {
     json issues = json::array();
     for (int64_t t : issue_times.of(b)) issues.push_back(double(t) / 1e3);
-    bl[b.name] = {{"clocks_mhz", listed_clocks(p, b)}, {"issue_at_us", issues}, {"predicted", predicted(b)}};
+    bl.push_back(json::array({listed_clocks(p, b), std::move(issues)}));
   }
-  j["baselines"] = bl;
+  return {{"ranks", std::move(ranks)}, {"packs", std::move(packs)}, {"baselines", std::move(bl)}};
+}
+
+// The file from its header and the GPUs' fields of each process, in process order.
+json policy_of(json j, const Solution& s, const std::vector<json>& parts) {
+  j["ranks"] = json::array();
+  j["packs"] = json::array();
+  json bl = json::object();
+  for (const Plan& b : s.baselines) {
+    bl[b.name] = {{"clocks_mhz", json::array()}, {"issue_at_us", json::array()}, {"predicted", predicted(b)}};
+  }
+  for (const json& part : parts) {
+    for (const json& r : part["ranks"]) j["ranks"].push_back(r);
+    for (const json& k : part["packs"]) j["packs"].push_back(k);
+    for (size_t i = 0; i < s.baselines.size(); ++i) {
+      json& b = bl[s.baselines[i].name];
+      for (const json& c : part["baselines"][i][0]) b["clocks_mhz"].push_back(c);
+      for (const json& t : part["baselines"][i][1]) b["issue_at_us"].push_back(t);
+    }
+  }
+  j["baselines"] = std::move(bl);
   return j;
+}
+
+// policy_json_part's message: each process's GPUs' fields.
+constexpr int kTagPolicyGpus = 56;
+}  // namespace
+
+json policy_json(const Problem& pr, const Solution& s, double max_slowdown, double reserve) {
+  IssueTimes issue_times(pr);
+  return policy_of(policy_header(pr, s, max_slowdown, reserve), s,
+                   {policy_gpus(pr.workload->graph, *pr.packing, issue_times, s)});
+}
+
+Result<json> policy_json_part(const Problem& pr, const graph::GraphPart& part, const Solution& s, double max_slowdown,
+                              double reserve, dist::Comm& comm) {
+  detail::PartPricer pricer(pr, part, comm);
+  EMO_RETURN_IF_ERROR(pricer.status());
+  IssueTimes issue_times(pr, &pricer);
+  const json mine = policy_gpus(part.graph, *pr.packing, issue_times, s);
+  EMO_RETURN_IF_ERROR(issue_times.failed());
+  auto all = dist::all_gather(comm, kTagPolicyGpus, mine.dump());
+  if (!all) return make_error("policy", "the processes' packs: " + all.error().message());
+  if (!comm.is_root()) return json();
+  std::vector<json> parts;
+  for (size_t q = 0; q < all->size(); ++q) {
+    json j = json::parse((*all)[q], nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j["baselines"].is_array() || j["baselines"].size() != s.baselines.size())
+      return make_error("policy", fmt::format("process {} sent its packs cut short", q));
+    parts.push_back(std::move(j));
+  }
+  return policy_of(policy_header(pr, s, max_slowdown, reserve), s, parts);
 }
 
 namespace {

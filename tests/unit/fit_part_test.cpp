@@ -40,6 +40,7 @@ struct Part {
   size_t atoms = 0;  // its GPUs' atoms
   std::vector<optimize::Plan> plans;  // optimize::predict_part of each plan asked
   std::optional<optimize::Solution> start;  // optimize::solve_start_part (or optimize_part), where asked
+  std::string policy;  // after optimize_part: optimize::policy_json_part's file (process 0) or null
 };
 
 // The plans to price: per plan, a clock per pack of the process's GPUs (the part's packing and its first
@@ -97,6 +98,14 @@ std::vector<Part> fit_parts(const std::vector<std::string>& files, const std::st
         if (!sol) {
           me.status = sol.error();
           return;
+        }
+        if (moves) {
+          auto file = optimize::policy_json_part(pr, w->part, *sol, dp->max_slowdown, dp->reserve, comm);
+          if (!file) {
+            me.status = file.error();
+            return;
+          }
+          me.policy = file->dump();
         }
         me.start = std::move(*sol);
       }
@@ -502,7 +511,8 @@ TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
 
 // The whole optimizer over the parts (optimize::optimize_part: the first stages, then every search move's
 // trial priced over the parts and the plans priced again in issue order): optimize()'s Solution of the whole
-// step — the policy after the moves, its clocks, the replays they took — on every process, for the three
+// step — the policy after the moves, its clocks, the replays they took — on every process, and its policy
+// file from process 0 (optimize::policy_json_part), for the three
 // families at P = 2 and 3 (the moves' budgets cut so that the test stays short: the same budgets in one
 // process), and from a given start (OptimizeOptions::start_clocks).
 TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
@@ -528,9 +538,15 @@ TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
     EXPECT_GT(want->replays, start->replays + 300) << synth::workload_name(wl);
     EXPECT_NE(want->policy.pack_clock_mhz, start->policy.pack_clock_mhz) << synth::workload_name(wl);
     std::printf("%s: %zu packs, %d replays (first stages %d)\n", synth::workload_name(wl), one.packing.packs.size(), want->replays, start->replays);
+    // The policy file: process 0's, the same JSON as one process's; null on the others.
+    const std::string file = optimize::policy_json(whole, *want, opt.max_slowdown, opt.reserve).dump();
+    EXPECT_NE(file.find("\"issue_at_us\""), std::string::npos);
     for (int size : {2, 3}) {
       const std::string at = std::string(synth::workload_name(wl)) + ", P = " + std::to_string(size);
-      expect_solution_of_one_process(*want, fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt, true), at);
+      const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt, true);
+      expect_solution_of_one_process(*want, parts, at);
+      EXPECT_EQ(parts[0].policy, file) << at;
+      for (size_t p = 1; p < parts.size(); ++p) EXPECT_EQ(parts[p].policy, "null") << at;
     }
     if (wl != synth::Workload::kTrainDP) continue;
     // From a start the caller gives (the whole step's clocks: the policy found).

@@ -166,6 +166,12 @@ Result<Plan> exhaustive(const Problem& problem, double max_slowdown, int64_t max
 
 // ---- the policy file (DESIGN.md §6, schema "emo-policy/1") ----
 nlohmann::json policy_json(const Problem& problem, const Solution& s, double max_slowdown, double reserve = 0.1);
+// policy_json() over the processes of a run (optimize_part()'s Solution, a problem of this process's GPUs):
+// each process its ranks and packs (their issue times from the plans' replays over the parts), gathered
+// in rank order; the whole step's file on process 0 (the same JSON as policy_json() of the whole step),
+// null on the others. Every process calls it.
+Result<nlohmann::json> policy_json_part(const Problem& problem, const graph::GraphPart& part, const Solution& s,
+                                        double max_slowdown, double reserve, dist::Comm& comm);
 // Checks a policy against a workload and device: schema, device name, ranks and GPU-op counts, and the
 // names of each pack's first/last op. Returns per pack (in the file's order) the clock and op range.
 struct AppliedPack {
