@@ -6,7 +6,9 @@
 // every trial replayed over the parts. Prints, per P, the median seconds of the fit (reading the runs
 // included) and of the DP and the baselines over the reps, their ratios to one process's whole-step stages,
 // and whether the start plan is the whole step's (its time, energy and clocks). Exits 1 where any differs.
-//   dp_part_bench [--family train-dp] [--ranks N] [--reps R] [--procs 1,2,4]
+// With --moves, the whole optimizer instead of its first stages (optimize_part against optimize: the search
+// moves after them, each trial replayed over the parts, and the pricing in issue order), and the policy.
+//   dp_part_bench [--family train-dp] [--ranks N] [--reps R] [--procs 1,2,4] [--moves]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,7 +42,7 @@ using emo::bench::seconds_since;
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "error: %s\nusage: dp_part_bench [--family train-dp|train-pp|train-tp] [--ranks N] [--reps R] "
-               "[--procs 1,2,4]\n",
+               "[--procs 1,2,4] [--moves]\n",
                why);
   std::exit(1);
 }
@@ -70,9 +72,12 @@ int main(int argc, char** argv) {
   std::string family = "train-dp";
   int ranks = 16, reps = 3;
   std::vector<int> procs{1, 2, 4};
+  bool moves = false;
   for (int i = 1; i < argc; ++i) {
     const bool has = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--family") && has) {
+    if (!std::strcmp(argv[i], "--moves")) {
+      moves = true;
+    } else if (!std::strcmp(argv[i], "--family") && has) {
       family = argv[++i];
     } else if (!std::strcmp(argv[i], "--ranks") && has) {
       ranks = positive(argv[++i], "--ranks");
@@ -132,14 +137,16 @@ int main(int argc, char** argv) {
     pr.models = &*models;
     pr.default_clock_mhz = int(profile.default_clock_mhz.value);
     t0 = std::chrono::steady_clock::now();
-    auto plan = optimize::solve_start(pr, {});
+    auto plan = moves ? optimize::optimize(pr, {}) : optimize::solve_start(pr, {});
     if (!plan) fail(plan.error().message());
     dp1.push_back(seconds_since(t0));
     want = plan->policy;
   }
-  std::printf("%s, %d ranks, %zu packs: one process: fit %.3f s (reading the runs included), DP and baselines %.3f s\n",
-              family.c_str(), ranks, packing->packs.size(), median(fit1), median(dp1));
-  std::printf("%6s %10s %8s %10s %8s %s\n", "P", "fit s", "x one", "DP+base s", "x one", "same plan");
+  const char* stages = moves ? "the whole search" : "DP and baselines";
+  std::printf("%s, %d ranks, %zu packs: one process: fit %.3f s (reading the runs included), %s %.3f s\n",
+              family.c_str(), ranks, packing->packs.size(), median(fit1), stages, median(dp1));
+  std::printf("%6s %10s %8s %10s %8s %s\n", "P", "fit s", "x one", moves ? "search s" : "DP+base s", "x one",
+              "same plan");
   bool all_same = true;
   for (int P : procs) {
     std::vector<double> fit_s, dp_s;
@@ -170,7 +177,8 @@ int main(int argc, char** argv) {
           pr.models = &*models;
           pr.default_clock_mhz = int(profile.default_clock_mhz.value);
           t0 = std::chrono::steady_clock::now();
-          auto plan = optimize::solve_start_part(pr, wp->part, {}, comm);
+          auto plan = moves ? optimize::optimize_part(pr, wp->part, {}, comm)
+                            : optimize::solve_start_part(pr, wp->part, {}, comm);
           if (!plan) return void(me.error = plan.error().message());
           me.dp_s = seconds_since(t0);
           me.plan = std::move(plan->policy);
