@@ -51,15 +51,18 @@ Result<std::vector<int64_t>> all_combine(dist::Comm& comm, const std::vector<int
 // computed its points in is then one global topological order's parts (a point is computed after every
 // point it depends on, on any process), so later sweeps go through it as it is (and backward in reverse),
 // waiting only for the values a point reads from others: no counts of what is pending, no queue.
+//
+// A sweep carries `width` values per point (several plans replayed side by side, one exchange for all):
+// val_[point · width + i] is plan i's, and `value(p, out)` writes point p's `width` values at `out`.
 class Sweep {
  public:
-  Sweep(const Shard& s, const ShardSide& side, dist::Comm& comm, int tag, std::vector<int64_t>& val)
-      : s_(s), side_(side), comm_(comm), tag_(tag), val_(val), have_(side.imports.size(), 0),
+  Sweep(const Shard& s, const ShardSide& side, dist::Comm& comm, int tag, std::vector<int64_t>& val, size_t width = 1)
+      : s_(s), side_(side), comm_(comm), tag_(tag), val_(val), w_(width), have_(side.imports.size(), 0),
         outbox_(size_t(std::max(1, s.processes))) {
-    val_.assign(s.num_points() + side.imports.size(), 0);
+    val_.assign((s.num_points() + side.imports.size()) * w_, 0);
   }
-  // Runs `value(p)` for every local point once, each after every value it depends on (val_) is known, in
-  // dataflow order; `order` gets the order. `forward`: a node's end depends on its start (the run); else
+  // Runs `value(p, out)` for every local point once, each after every value it depends on (val_) is known,
+  // in dataflow order; `order` gets the order. `forward`: a node's end depends on its start (the run); else
   // its start on its end (the slack).
   template <class Value>
   Status run_dataflow(bool forward, std::vector<uint32_t>& order, Value&& value) {
@@ -78,7 +81,7 @@ class Sweep {
         continue;
       }
       const uint32_t p = order[head++];
-      val_[p] = value(p);
+      value(p, &val_[size_t(p) * w_]);
       if (computed(p)) EMO_RETURN_IF_ERROR(flush());
       if (forward ? !(p & 1u) : (p & 1u)) release(forward ? p + 1 : p - 1, order);
       release_readers(p, order);
@@ -98,7 +101,7 @@ class Sweep {
           while (!have_[dep - np]) EMO_RETURN_IF_ERROR(receive(side_.import_from[dep - np], nullptr));
         }
       }
-      val_[p] = value(p);
+      value(p, &val_[size_t(p) * w_]);
       if (computed(p)) EMO_RETURN_IF_ERROR(flush());
     }
     return flush();
@@ -113,7 +116,7 @@ class Sweep {
     for (uint32_t k = side_.to_off[p]; k < side_.to_off[p + 1]; ++k) {
       auto& box = outbox_[size_t(side_.to[k])];
       box.push_back(int64_t(s_.global_point(p)));
-      box.push_back(val_[p]);
+      box.insert(box.end(), val_.begin() + ptrdiff_t(size_t(p) * w_), val_.begin() + ptrdiff_t(size_t(p + 1) * w_));
       queued_ = true;
     }
     return queued_ && ++since_queued_ >= kFlushEvery;
@@ -160,11 +163,11 @@ class Sweep {
     }
     const int sender = m->first;
     auto v = dist::from_bytes(m->second, sender);
-    if (!v || v->size() % 2 != 0) {
+    if (!v || v->size() % (1 + w_) != 0) {
       return make_error("", fmt::format("process {} sent a replay message cut short", sender));
     }
     const size_t np = s_.num_points();
-    for (size_t i = 0; i < v->size(); i += 2) {
+    for (size_t i = 0; i < v->size(); i += 1 + w_) {
       const auto it = std::lower_bound(side_.imports.begin(), side_.imports.end(), PointId((*v)[i]));
       const size_t j = size_t(it - side_.imports.begin());
       if ((*v)[i] < 0 || it == side_.imports.end() || int64_t(*it) != (*v)[i] || side_.import_from[j] != sender ||
@@ -173,7 +176,7 @@ class Sweep {
                                           "process {}: the processes hold parts of different graphs",
                                           sender, (*v)[i], s_.process));
       }
-      val_[np + j] = (*v)[i + 1];
+      std::copy_n(v->begin() + ptrdiff_t(i + 1), w_, val_.begin() + ptrdiff_t((np + j) * w_));
       have_[j] = 1;
       if (ready) release_readers(uint32_t(np + j), *ready);
     }
@@ -184,6 +187,7 @@ class Sweep {
   dist::Comm& comm_;
   int tag_;
   std::vector<int64_t>& val_;
+  size_t w_;
   std::vector<uint8_t> have_;
   std::vector<std::vector<int64_t>> outbox_;
   std::vector<uint32_t> pending_;
@@ -492,47 +496,125 @@ Shard make_shard(const graph::GraphPart& part) {
   return s;
 }
 
-Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out) {
+namespace {
+// The forward sweep of `durs.size()` plans side by side (each one's durations per local node; an empty one:
+// the graph's) into `val` (point-major, imports after the points), in `order` where it is this shard's
+// (`order_of`), else in dataflow order, kept in `order`.
+Status forward_sweep(const Shard& s, const std::vector<const std::vector<int64_t>*>& durs, dist::Comm& comm,
+                     std::vector<uint32_t>& order, uint64_t& order_of, std::vector<int64_t>& val, int64_t& sent,
+                     int64_t& waits) {
   if (comm.size() != s.processes || comm.rank() != s.process) {
     return make_error("", fmt::format("a replay shard of process {} of {} run on process {} of {}", s.process,
                                       s.processes, comm.rank(), comm.size()));
   }
-  if (!dur_ns.empty() && dur_ns.size() != s.num_nodes()) {
-    return make_error("", fmt::format("{} durations for a shard of {} nodes", dur_ns.size(), s.num_nodes()));
+  for (const std::vector<int64_t>* d : durs) {
+    if (!d->empty() && d->size() != s.num_nodes()) {
+      return make_error("", fmt::format("{} durations for a shard of {} nodes", d->size(), s.num_nodes()));
+    }
   }
+  const size_t w = durs.size();
+  Sweep sweep(s, s.forward, comm, kTagForward, val, w);
+  const ShardSide& f = s.forward;
+  const auto value = [&](uint32_t p, int64_t* out) {
+    for (size_t i = 0; i < w; ++i) {
+      int64_t v;
+      if (p & 1u) {
+        v = val[size_t(p - 1) * w + i] + dur_of(s, *durs[i], p / 2);
+      } else {
+        // A start with no predecessor keeps its measured time (the step's anchor), as in Replayer::run().
+        v = f.dep_off[p] == f.dep_off[p + 1] ? s.meas_start_ns[p / 2] : kMin;
+      }
+      for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) v = std::max(v, val[size_t(f.dep[k]) * w + i] + f.dep_lat[k]);
+      out[i] = v;
+    }
+  };
+  if (order.size() == s.num_points() && order_of == s.id && s.id != 0) {
+    EMO_RETURN_IF_ERROR(sweep.run_ordered(order, false, value));
+  } else {
+    EMO_RETURN_IF_ERROR(sweep.run_dataflow(true, order, value));
+    order_of = s.id;
+  }
+  sent = sweep.sent;
+  waits = sweep.waits;
+  return {};
+}
+
+// Several timelines' spans in one exchange: per process, each timeline's span_part after its length.
+Result<std::vector<std::array<int64_t, 3>>> spans_distributed(const Shard& s, const std::vector<ShardTimeline>& tls,
+                                                              dist::Comm& comm) {
+  std::vector<int64_t> mine;
+  for (const ShardTimeline& tl : tls) {
+    const std::vector<int64_t> part = span_part(s, tl.t_ns);
+    mine.push_back(int64_t(part.size()));
+    mine.insert(mine.end(), part.begin(), part.end());
+  }
+  const size_t n = tls.size();
+  auto spans = all_combine(comm, mine, [&](const std::vector<std::vector<int64_t>>& parts) {
+    std::vector<size_t> at(parts.size(), 0);
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<std::vector<int64_t>> of(parts.size());
+      for (size_t q = 0; q < parts.size(); ++q) {
+        const std::vector<int64_t>& v = parts[q];
+        if (at[q] >= v.size() || v[at[q]] < 0 || at[q] + 1 + size_t(v[at[q]]) > v.size()) return std::vector<int64_t>{};
+        of[q].assign(v.begin() + ptrdiff_t(at[q] + 1), v.begin() + ptrdiff_t(at[q] + 1 + size_t(v[at[q]])));
+        at[q] += 1 + size_t(v[at[q]]);
+      }
+      const std::vector<int64_t> span = combine_span(s, of);
+      if (span.size() != 3) return std::vector<int64_t>{};
+      out.insert(out.end(), span.begin(), span.end());
+    }
+    return out;
+  });
+  if (!spans) return spans.error();
+  if (spans->size() != 3 * n) return make_error("", "the replay's spans arrived cut short");
+  std::vector<std::array<int64_t, 3>> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = {(*spans)[3 * i], (*spans)[3 * i + 1], (*spans)[3 * i + 2]};
+  return out;
+}
+}  // namespace
+
+Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out) {
   std::vector<int64_t> val;
   val.swap(out.t_ns);  // its memory again, where the same timeline is replayed again
-  Sweep sweep(s, s.forward, comm, kTagForward, val);
-  const ShardSide& f = s.forward;
-  // The order of the first run on this shard (kept in `out`), else dataflow.
-  const bool ordered = out.order.size() == s.num_points() && out.order_of == s.id && s.id != 0;
-  const auto value = [&](uint32_t p) {
-    int64_t v;
-    if (p & 1u) {
-      v = val[p - 1] + dur_of(s, dur_ns, p / 2);
-    } else {
-      // A start with no predecessor keeps its measured time (the step's anchor), as in Replayer::run().
-      v = f.dep_off[p] == f.dep_off[p + 1] ? s.meas_start_ns[p / 2] : kMin;
-    }
-    for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) v = std::max(v, val[f.dep[k]] + f.dep_lat[k]);
-    return v;
-  };
-  if (ordered) {
-    EMO_RETURN_IF_ERROR(sweep.run_ordered(out.order, false, value));
-  } else {
-    EMO_RETURN_IF_ERROR(sweep.run_dataflow(true, out.order, value));
-    out.order_of = s.id;
-  }
+  EMO_RETURN_IF_ERROR(forward_sweep(s, {&dur_ns}, comm, out.order, out.order_of, val, out.messages_sent, out.waits));
   out.import_t_ns.assign(val.begin() + std::ptrdiff_t(s.num_points()), val.end());
   val.resize(s.num_points());
   out.t_ns = std::move(val);
-  out.messages_sent = sweep.sent;
-  out.waits = sweep.waits;
   auto span = span_distributed(s, out.t_ns, comm);
   if (!span) return span.error();
   out.begin_ns = (*span)[0];
   out.end_ns = (*span)[1];
   out.last_point = PointId((*span)[2]);
+  return {};
+}
+
+Status run_distributed_batch(const Shard& s, const std::vector<std::vector<int64_t>>& durs, dist::Comm& comm,
+                             std::vector<uint32_t>& order, uint64_t& order_of, std::vector<ShardTimeline>& out) {
+  out.assign(durs.size(), {});
+  if (durs.empty()) return {};
+  std::vector<const std::vector<int64_t>*> ds;
+  for (const std::vector<int64_t>& d : durs) ds.push_back(&d);
+  static thread_local std::vector<int64_t> val;  // kept: a process replays many batches
+  int64_t sent = 0, waits = 0;
+  EMO_RETURN_IF_ERROR(forward_sweep(s, ds, comm, order, order_of, val, sent, waits));
+  const size_t w = durs.size(), np = s.num_points(), ni = s.forward.imports.size();
+  for (size_t i = 0; i < w; ++i) {
+    ShardTimeline& tl = out[i];
+    tl.t_ns.resize(np);
+    for (size_t p = 0; p < np; ++p) tl.t_ns[p] = val[p * w + i];
+    tl.import_t_ns.resize(ni);
+    for (size_t j = 0; j < ni; ++j) tl.import_t_ns[j] = val[(np + j) * w + i];
+  }
+  out.front().messages_sent = sent;
+  out.front().waits = waits;
+  auto spans = spans_distributed(s, out, comm);
+  if (!spans) return spans.error();
+  for (size_t i = 0; i < w; ++i) {
+    out[i].begin_ns = (*spans)[i][0];
+    out[i].end_ns = (*spans)[i][1];
+    out[i].last_point = PointId((*spans)[i][2]);
+  }
   return {};
 }
 
@@ -595,11 +677,11 @@ Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, con
   static thread_local std::vector<int64_t> late;  // kept: a process replays many times
   Sweep sweep(s, s.backward, comm, kTagBackward, late);
   const ShardSide& b = s.backward;
-  const auto value = [&](uint32_t p) {
+  const auto value = [&](uint32_t p, int64_t* out) {
     int64_t v = s.counts[p / 2] ? bound_of(p / 2) : kUnbounded;
     for (uint32_t k = b.dep_off[p]; k < b.dep_off[p + 1]; ++k) v = std::min(v, late[b.dep[k]] - b.dep_lat[k]);
     if (!(p & 1u)) v = std::min(v, late[p + 1] - dur_of(s, dur_ns, p / 2));
-    return v;
+    *out = v;
   };
   // The forward run's order in reverse (its run was on this shard: checked above), else dataflow.
   if (tl.order.size() == s.num_points() && tl.order_of == s.id && s.id != 0) {

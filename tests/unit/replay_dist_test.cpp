@@ -4,6 +4,8 @@
 // period; a process that never answers ends the run with an error, not a hang.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -112,7 +114,6 @@ size_t expect_same_as_one_process(const graph::Graph& g, const std::vector<int64
   const std::vector<int32_t> own = owner.empty() ? replay::owners(g, size) : owner;
   std::set<int32_t> holders;
   for (graph::NodeId n : path.nodes) holders.insert(own[n]);
-  return holders.size();
   for (int p = 0; p < size; ++p) {
     EXPECT_TRUE(d.paths[size_t(p)] == path) << what << ", P = " << size << ", process " << p << ": a path of "
                                             << d.paths[size_t(p)].nodes.size() << " nodes, "
@@ -122,6 +123,7 @@ size_t expect_same_as_one_process(const graph::Graph& g, const std::vector<int64
   if (size > 1 && (g.num_ranks() > 1 || !owner.empty())) {
     EXPECT_GT(d.messages, 0) << what << ", P = " << size << ": the ranks' collectives cross processes";
   }
+  return holders.size();
 }
 
 // Every GPU op of rank `rank` `factor` times as long: a straggler that moves the step through collectives.
@@ -154,6 +156,82 @@ TEST(DistributedReplay, EveryProcessCountGivesOneProcessTimesSpanAndSlack) {
       holders = std::max(holders, expect_same_as_one_process(g, slow, size, std::string(name) + " with rank 1 slower"));
     }
     EXPECT_GT(holders, 1u) << name << ": the critical path's walk never went from one process to another";
+  }
+}
+
+// Several plans replayed side by side in one sweep (run_distributed_batch): each plan's times and span are
+// its own run's (one process's Replayer), the first batch in dataflow order (kept), the next in that order,
+// with fewer messages than the plans' own runs.
+TEST(DistributedReplay, PlansSideBySideAreEachOnesOwnRun) {
+  for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
+    const graph::Graph g = synth_graph(wl, 4);
+    const std::vector<std::vector<int64_t>> plans{g.dur_ns, straggler(g, 1, 1.5), straggler(g, 2, 0.7),
+                                                  straggler(g, 0, 1.2)};
+    replay::Replayer r(g);
+    std::vector<replay::Timeline> want(plans.size());
+    for (size_t i = 0; i < plans.size(); ++i) r.run(plans[i], want[i]);
+    ASSERT_NE(want[1].t_ns, want[0].t_ns);
+    for (int size : {1, 2, 3}) {
+      const std::string at = std::string(synth::workload_name(wl)) + ", P = " + std::to_string(size);
+      const std::vector<int32_t> owner = replay::owners(g, size);
+      auto comms = dist::local_world(size);
+      std::vector<replay::Shard> shards;
+      for (int p = 0; p < size; ++p) shards.push_back(replay::make_shard(g, owner, p, size));
+      // Per process and round (dataflow, then ordered): each plan's timeline.
+      std::vector<std::array<std::vector<replay::ShardTimeline>, 2>> got(static_cast<size_t>(size));
+      std::vector<Status> st(static_cast<size_t>(size));
+      std::vector<int64_t> batch_messages(static_cast<size_t>(size)), own_messages(static_cast<size_t>(size));
+      std::vector<std::thread> threads;
+      for (int p = 0; p < size; ++p) {
+        threads.emplace_back([&, p] {
+          const replay::Shard& s = shards[size_t(p)];
+          std::vector<std::vector<int64_t>> local(plans.size());
+          for (size_t i = 0; i < plans.size(); ++i) {
+            for (graph::NodeId n : s.nodes) local[i].push_back(plans[i][n]);
+          }
+          std::vector<uint32_t> order;
+          uint64_t order_of = 0;
+          Status& me = st[size_t(p)];
+          me = replay::run_distributed_batch(s, local, *comms[size_t(p)], order, order_of, got[size_t(p)][0]);
+          if (me.ok() && order.size() != s.num_points()) me = make_error("", "no order kept");
+          if (me.ok()) me = replay::run_distributed_batch(s, local, *comms[size_t(p)], order, order_of, got[size_t(p)][1]);
+          if (!me.ok()) return;
+          batch_messages[size_t(p)] = got[size_t(p)][1].front().messages_sent;
+          for (const auto& d : local) {
+            replay::ShardTimeline one;
+            one.order = order;
+            one.order_of = order_of;
+            if (me.ok()) me = replay::run_distributed(s, d, *comms[size_t(p)], one);
+            own_messages[size_t(p)] += one.messages_sent;
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      int64_t batch_sent = 0, own_sent = 0;
+      for (int p = 0; p < size; ++p) {
+        ASSERT_TRUE(st[size_t(p)].ok()) << at << ", process " << p << ": " << st[size_t(p)].error().message();
+        batch_sent += batch_messages[size_t(p)];
+        own_sent += own_messages[size_t(p)];
+      }
+      for (int round = 0; round < 2; ++round) {
+        for (size_t i = 0; i < plans.size(); ++i) {
+          std::vector<int64_t> t(g.num_points(), -1);
+          for (int p = 0; p < size; ++p) {
+            const replay::Shard& s = shards[size_t(p)];
+            const replay::ShardTimeline& tl = got[size_t(p)][size_t(round)].at(i);
+            ASSERT_EQ(tl.t_ns.size(), s.num_points()) << at;
+            for (uint32_t lp = 0; lp < s.num_points(); ++lp) t[s.global_point(lp)] = tl.t_ns[lp];
+            EXPECT_EQ(tl.begin_ns, want[i].begin_ns) << at << ", plan " << i << ", process " << p;
+            EXPECT_EQ(tl.end_ns, want[i].end_ns) << at << ", plan " << i << ", process " << p;
+            EXPECT_EQ(tl.last_point, want[i].last_point) << at << ", plan " << i << ", process " << p;
+          }
+          EXPECT_EQ(t, want[i].t_ns) << at << ", round " << round << ", plan " << i;
+        }
+      }
+      if (size > 1) {
+        EXPECT_LT(batch_sent, own_sent) << at;
+      }
+    }
   }
 }
 

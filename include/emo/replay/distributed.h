@@ -93,6 +93,13 @@ struct ShardTimeline {
 // the graph's). Every process of the run calls it with its shard. An Error where another process sends
 // nothing for dist::timeout_s(), or sends what is not such a run's.
 Status run_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, dist::Comm& comm, ShardTimeline& out);
+// run_distributed() of several plans side by side (`durs`: each plan's durations per local node), one sweep
+// and one exchange for all of them (each message carries every plan's time of a point): each plan's timeline
+// the same as its own run's. `order`, `order_of`: the shard's order (ShardTimeline::order), used where it is
+// this shard's, else found by this run and kept there. `out`: one timeline per plan, without the order (the
+// first one's messages_sent and waits the batch's).
+Status run_distributed_batch(const Shard& s, const std::vector<std::vector<int64_t>>& durs, dist::Comm& comm,
+                             std::vector<uint32_t>& order, uint64_t& order_of, std::vector<ShardTimeline>& out);
 // Replayer::slack() over the processes, from run_distributed()'s timeline with the same durations: the
 // slack of each local node.
 Status slack_distributed(const Shard& s, const std::vector<int64_t>& dur_ns, const ShardTimeline& tl,
