@@ -115,6 +115,12 @@ class PartPricer {
   // and energy on every process. `tl_out`, `dur_out`: the replay of this part and its durations.
   Result<Plan> price(std::vector<int> clocks, std::string name, replay::ShardTimeline* tl_out = nullptr,
                      std::vector<int64_t>* dur_out = nullptr);
+  // Several plans priced side by side: one sweep and one exchange of the GPUs' energy for all of them (each
+  // plan's time and energy as price() gives it). Moves the plans' clocks out. `tls_out`, `durs_out`: each
+  // plan's replay of this part (without the order) and its durations.
+  Result<std::vector<Plan>> price_all(std::vector<std::vector<int>>& plans, const std::string& name,
+                                      std::vector<replay::ShardTimeline>* tls_out = nullptr,
+                                      std::vector<std::vector<int64_t>>* durs_out = nullptr);
   const Prepared& prepared() const { return x_; }
   const replay::Shard& shard() const { return shard_; }
   dist::Comm& comm() const { return comm_; }
@@ -186,6 +192,15 @@ struct Search {
   Plan check(Plan pl);
   // Replays a plan and checks it.
   Plan replay(std::vector<int> clocks, const char* name);
+  // Over the parts: plans priced side by side (PartPricer::price_all; each the whole step's clocks where
+  // `whole`) and checked; where one could not be, it and every plan after it are never taken (`failed`).
+  // Moves the trials out.
+  std::vector<Plan> priced(std::vector<std::vector<int>>& trials, const char* name);
+  // check_all's batches over the parts: a sweep's messages carry `part_batch` plans' times, as many as keep a
+  // process's times of them within about kPartBatchBytes (its share of the step's points; the same count on
+  // every process), from 8 to 64: fewer exchanges, while the sweep's times stay in cache.
+  size_t part_batch = 8;
+  static constexpr double kPartBatchBytes = 2 << 20;
   // Replays trial plans that do not depend on each other, in order, and checks them. On a big step (a
   // replay takes milliseconds there) they run on worker threads; the caller then accepts them in order,
   // so the result is the same with any number of threads. Moves the trials out.

@@ -68,36 +68,54 @@ bool Search::any_process(bool mine, int tag) {
 
 Plan Search::replay(std::vector<int> clocks, const char* name) {
   if (pricer == nullptr) return check(predict_prepared(pr, x, std::move(clocks), name));
-  if (failed.ok() && whole) {  // the whole step's clocks: this process prices its slice
+  std::vector<std::vector<int>> one{std::move(clocks)};
+  return std::move(priced(one, name).front());
+}
+
+std::vector<Plan> Search::priced(std::vector<std::vector<int>>& trials, const char* name) {
+  std::vector<Plan> out;
+  if (failed.ok()) {
     const size_t mine = pr.packing->packs.size();
-    for (size_t k = 0; k < clocks.size() && k < held.size(); ++k) {
-      if (held[k]) clocks[k] = pr.default_clock_mhz;
+    std::vector<std::vector<int>> slices;  // whole: each trial's slice of this process's packs
+    if (whole) {
+      for (std::vector<int>& clocks : trials) {
+        for (size_t k = 0; k < clocks.size() && k < held.size(); ++k) {
+          if (held[k]) clocks[k] = pr.default_clock_mhz;
+        }
+        slices.emplace_back();  // short of the slice: refused by the pricer, on every process
+        if (first_pack + mine <= clocks.size())
+          slices.back().assign(clocks.begin() + ptrdiff_t(first_pack), clocks.begin() + ptrdiff_t(first_pack + mine));
+      }
     }
-    std::vector<int> slice;  // short of the slice: refused by the pricer, on every process
-    if (first_pack + mine <= clocks.size())
-      slice.assign(clocks.begin() + ptrdiff_t(first_pack), clocks.begin() + ptrdiff_t(first_pack + mine));
-    auto pl = pricer->price(std::move(slice), name);
+    auto pl = pricer->price_all(whole ? slices : trials, name);
     if (pl) {
-      pl->pack_clock_mhz = std::move(clocks);
-      return check(std::move(*pl));
+      for (size_t i = 0; i < pl->size(); ++i) {
+        if (whole) (*pl)[i].pack_clock_mhz = std::move(trials[i]);
+        out.push_back(check(std::move((*pl)[i])));
+      }
+      return out;
     }
-    failed = pl.error();
-  } else if (failed.ok()) {
-    auto pl = pricer->price(std::move(clocks), name);
-    if (pl) return check(std::move(*pl));
     failed = pl.error();
   }
-  Plan none;  // not priced: never taken
-  none.name = name;
-  none.energy_j = std::numeric_limits<double>::infinity();
-  none.time_ns = std::numeric_limits<int64_t>::max();
-  return none;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    Plan none;  // not priced: never taken
+    none.name = name;
+    none.energy_j = std::numeric_limits<double>::infinity();
+    none.time_ns = std::numeric_limits<int64_t>::max();
+    out.push_back(std::move(none));
+  }
+  return out;
 }
 
 std::vector<Plan> Search::check_all(std::vector<std::vector<int>>& trials, const char* name) {
-  if (pricer != nullptr) {  // over the parts: one at a time, every process in step
+  if (pricer != nullptr) {  // over the parts: side by side, part_batch at a time, every process in step
     std::vector<Plan> out;
-    for (std::vector<int>& t : trials) out.push_back(replay(std::move(t), name));
+    for (size_t at = 0; at < trials.size(); at += part_batch) {
+      const size_t end = std::min(trials.size(), at + part_batch);
+      std::vector<std::vector<int>> batch(std::make_move_iterator(trials.begin() + ptrdiff_t(at)),
+                                          std::make_move_iterator(trials.begin() + ptrdiff_t(end)));
+      for (Plan& pl : priced(batch, name)) out.push_back(std::move(pl));
+    }
     return out;
   }
   std::vector<Plan> out(trials.size());
@@ -395,6 +413,8 @@ Result<Solution> solve_part(const Problem& pr, const graph::GraphPart& part, con
   EMO_RETURN_IF_ERROR(replay::slack_distributed(pricer.shard(), dur0, tl0, comm, slack));
   Search c(pr, opt, x, s);
   c.pricer = &pricer;
+  const double points_each = 2.0 * double(part.total_nodes) / double(std::max(1, comm.size()));
+  c.part_batch = size_t(std::clamp(Search::kPartBatchBytes / (8.0 * std::max(1.0, points_each)), 8.0, 64.0));
   c.graph = &part.graph;
   c.first_gpu = part.first_rank;
   c.gpus = sets.size();

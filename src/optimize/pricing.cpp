@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 
 #include "emo/dist/dist.h"
 #include "emo/optimize/optimize.h"
@@ -410,68 +411,94 @@ PartPricer::PartPricer(const Problem& problem, const graph::GraphPart& part, dis
 
 Result<Plan> PartPricer::price(std::vector<int> clocks, std::string name, replay::ShardTimeline* tl_out,
                                std::vector<int64_t>* dur_out) {
+  std::vector<std::vector<int>> one{std::move(clocks)};
+  std::vector<replay::ShardTimeline> tls;
+  std::vector<std::vector<int64_t>> durs;
+  auto plans = price_all(one, name, &tls, &durs);
+  if (!plans) return plans.error();
+  if (tl_out) {
+    *tl_out = std::move(tls.front());
+    tl_out->order = order_;
+    tl_out->order_of = order_of_;
+  }
+  if (dur_out) *dur_out = std::move(durs.front());
+  return std::move(plans->front());
+}
+
+Result<std::vector<Plan>> PartPricer::price_all(std::vector<std::vector<int>>& plans, const std::string& name,
+                                                std::vector<replay::ShardTimeline>* tls_out,
+                                                std::vector<std::vector<int64_t>>* durs_out) {
   EMO_RETURN_IF_ERROR(status_);
   const pack::Packing& p = *pr_.packing;
-  // Clocks that do not fit this process's packs: its replay runs the recorded durations (every process
+  // Clocks that do not fit this process's packs: their replay runs the recorded durations (every process
   // stays in step) and the energy exchange below carries the error, not its GPUs' energy.
-  const bool fits = clocks.size() == p.packs.size();
-  std::vector<int64_t> dur(part_.graph.dur_ns.begin(), part_.graph.dur_ns.end());
-  if (fits) {
+  std::optional<size_t> unfit;
+  std::vector<std::vector<int64_t>> durs(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    std::vector<int>& clocks = plans[i];
+    durs[i].assign(part_.graph.dur_ns.begin(), part_.graph.dur_ns.end());
+    if (clocks.size() != p.packs.size()) {
+      if (!unfit) unfit = clocks.size();
+      continue;
+    }
     for (size_t k = 0; k < clocks.size(); ++k) {
       if (x_.held[k]) clocks[k] = pr_.default_clock_mhz;
     }
-    scale_durations(pr_, x_, clocks, dur);
+    scale_durations(pr_, x_, clocks, durs[i]);
   }
-  replay::ShardTimeline st;
-  if (order_of_ == shard_.id) st.order = std::move(order_), st.order_of = order_of_;
-  const Status ran = replay::run_distributed(shard_, dur, comm_, st);
-  if (tl_out) {
-    order_ = st.order;
-  } else {
-    order_ = std::move(st.order);
-  }
-  order_of_ = st.order_of;
-  EMO_RETURN_IF_ERROR(ran);
-  Plan plan;
-  plan.name = std::move(name);
-  plan.time_ns = st.makespan_ns();
-  // Every GPU's energy, added up in rank order (as plan_energy() of the whole step does), to every process;
-  // or the first process's clocks that did not fit: [1, its clocks, its packs].
+  std::vector<replay::ShardTimeline> tls;
+  EMO_RETURN_IF_ERROR(replay::run_distributed_batch(shard_, durs, comm_, order_, order_of_, tls));
+  // Every plan's GPUs' energy, added up in rank order (as plan_energy() of the whole step does), to every
+  // process; or the first process's clocks that did not fit: [1, its clocks, its packs].
   std::vector<int64_t> mine{0};
-  if (fits) {
-    replay::Timeline tl;
-    tl.t_ns = std::move(st.t_ns);
-    tl.begin_ns = st.begin_ns;
-    tl.end_ns = st.end_ns;
-    tl.last_point = st.last_point;
-    for (double e : gpu_energy(pr_, x_, clocks, tl, plan.time_ns)) mine.push_back(std::bit_cast<int64_t>(e));
-    st.t_ns = std::move(tl.t_ns);
+  if (unfit) {
+    mine = {1, int64_t(*unfit), int64_t(p.packs.size())};
   } else {
-    mine = {1, int64_t(clocks.size()), int64_t(p.packs.size())};
+    for (size_t i = 0; i < plans.size(); ++i) {
+      replay::Timeline tl;
+      tl.t_ns = std::move(tls[i].t_ns);
+      tl.begin_ns = tls[i].begin_ns;
+      tl.end_ns = tls[i].end_ns;
+      tl.last_point = tls[i].last_point;
+      for (double e : gpu_energy(pr_, x_, plans[i], tl, tls[i].makespan_ns())) mine.push_back(std::bit_cast<int64_t>(e));
+      tls[i].t_ns = std::move(tl.t_ns);
+    }
   }
-  auto sum = dist::all_combine(comm_, kTagPlanEnergy, mine, [](const std::vector<std::vector<int64_t>>& parts) {
-    double energy = 0;
+  const size_t n = plans.size();
+  auto sums = dist::all_combine(comm_, kTagPlanEnergy, mine, [n](const std::vector<std::vector<int64_t>>& parts) {
+    std::vector<double> energy(n, 0.0);
     for (size_t q = 0; q < parts.size(); ++q) {
-      if (parts[q].empty() || parts[q][0] != 0) {
+      const std::vector<int64_t>& v = parts[q];
+      if (v.empty() || v[0] != 0 || (v.size() - 1) % std::max<size_t>(1, n) != 0) {
         std::vector<int64_t> bad{1, int64_t(q)};
-        if (parts[q].size() == 3) bad.insert(bad.end(), parts[q].begin() + 1, parts[q].end());
+        if (v.size() == 3 && v[0] == 1) bad.insert(bad.end(), v.begin() + 1, v.end());
         return bad;
       }
-      for (size_t i = 1; i < parts[q].size(); ++i) energy += std::bit_cast<double>(parts[q][i]);
+      const size_t gpus = n == 0 ? 0 : (v.size() - 1) / n;
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t g = 0; g < gpus; ++g) energy[i] += std::bit_cast<double>(v[1 + i * gpus + g]);
+      }
     }
-    return std::vector<int64_t>{0, std::bit_cast<int64_t>(energy)};
+    std::vector<int64_t> out{0};
+    for (double e : energy) out.push_back(std::bit_cast<int64_t>(e));
+    return out;
   });
-  if (!sum) return make_error("plan", "the GPUs' energy: " + sum.error().message());
-  if (sum->size() == 4 && (*sum)[0] == 1) {
-    return make_error("plan", fmt::format("{} clock(s) for the {} pack(s) of process {}'s GPUs", (*sum)[2], (*sum)[3],
-                                          (*sum)[1]));
+  if (!sums) return make_error("plan", "the GPUs' energy: " + sums.error().message());
+  if (sums->size() == 4 && (*sums)[0] == 1) {
+    return make_error("plan", fmt::format("{} clock(s) for the {} pack(s) of process {}'s GPUs", (*sums)[2], (*sums)[3],
+                                          (*sums)[1]));
   }
-  if (sum->size() != 2 || (*sum)[0] != 0) return make_error("plan", "the GPUs' energy came back cut short");
-  plan.energy_j = std::bit_cast<double>((*sum)[1]);
-  plan.pack_clock_mhz = std::move(clocks);
-  if (dur_out) *dur_out = std::move(dur);
-  if (tl_out) *tl_out = std::move(st);
-  return plan;
+  if (sums->size() != n + 1 || (*sums)[0] != 0) return make_error("plan", "the GPUs' energy came back cut short");
+  std::vector<Plan> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i].name = name;
+    out[i].time_ns = tls[i].makespan_ns();
+    out[i].energy_j = std::bit_cast<double>((*sums)[1 + i]);
+    out[i].pack_clock_mhz = std::move(plans[i]);
+  }
+  if (tls_out) *tls_out = std::move(tls);
+  if (durs_out) *durs_out = std::move(durs);
+  return out;
 }
 
 }  // namespace detail

@@ -513,19 +513,34 @@ Status forward_sweep(const Shard& s, const std::vector<const std::vector<int64_t
     }
   }
   const size_t w = durs.size();
+  // The plans' durations node-major, as the values are (one plan: its own vector).
+  static thread_local std::vector<int64_t> dd;
+  if (w > 1) {
+    dd.resize(s.num_nodes() * w);
+    for (size_t i = 0; i < w; ++i) {
+      for (uint32_t n = 0; n < s.num_nodes(); ++n) dd[size_t(n) * w + i] = dur_of(s, *durs[i], n);
+    }
+  }
   Sweep sweep(s, s.forward, comm, kTagForward, val, w);
   const ShardSide& f = s.forward;
   const auto value = [&](uint32_t p, int64_t* out) {
-    for (size_t i = 0; i < w; ++i) {
-      int64_t v;
-      if (p & 1u) {
-        v = val[size_t(p - 1) * w + i] + dur_of(s, *durs[i], p / 2);
+    const uint32_t deps = f.dep_off[p], deps_end = f.dep_off[p + 1];
+    if (p & 1u) {
+      const int64_t* start = &val[size_t(p - 1) * w];
+      if (w == 1) {
+        out[0] = start[0] + dur_of(s, *durs[0], p / 2);
       } else {
-        // A start with no predecessor keeps its measured time (the step's anchor), as in Replayer::run().
-        v = f.dep_off[p] == f.dep_off[p + 1] ? s.meas_start_ns[p / 2] : kMin;
+        const int64_t* d = &dd[size_t(p / 2) * w];
+        for (size_t i = 0; i < w; ++i) out[i] = start[i] + d[i];
       }
-      for (uint32_t k = f.dep_off[p]; k < f.dep_off[p + 1]; ++k) v = std::max(v, val[size_t(f.dep[k]) * w + i] + f.dep_lat[k]);
-      out[i] = v;
+    } else {
+      // A start with no predecessor keeps its measured time (the step's anchor), as in Replayer::run().
+      std::fill_n(out, w, deps == deps_end ? s.meas_start_ns[p / 2] : kMin);
+    }
+    for (uint32_t k = deps; k < deps_end; ++k) {
+      const int64_t* from = &val[size_t(f.dep[k]) * w];
+      const int64_t lat = f.dep_lat[k];
+      for (size_t i = 0; i < w; ++i) out[i] = std::max(out[i], from[i] + lat);
     }
   };
   if (order.size() == s.num_points() && order_of == s.id && s.id != 0) {
