@@ -273,9 +273,49 @@ TEST(FitPart, TheSyntheticFamiliesFitAsOneProcess) {
   EXPECT_GT(overlaps, 0u) << "no family's atoms ran at once: the overlaps are not compared";
 }
 
-// A real step: ../shared's 8-rank DLRM (its collectives matched across processes), profiled on the
-// emulated GPU, read and fitted at P = 2, 3 and 8, and its first stages searched at P = 3.
-TEST(FitPart, TheEightRankDlrmStepFitsAndStartsAsOneProcess) {
+// A plan's name, time, energy and feasibility: one process's.
+void expect_plan(const optimize::Plan& want, const optimize::Plan& got, const std::string& what) {
+  EXPECT_EQ(got.name, want.name) << what;
+  EXPECT_EQ(got.time_ns, want.time_ns) << what;
+  EXPECT_EQ(got.energy_j, want.energy_j) << what;
+  EXPECT_EQ(got.feasible, want.feasible) << what;
+}
+
+// Every process's Solution against one process's `want`: the default plan, the policy and where it came from,
+// the targets, the replays and every baseline, and each plan's clocks the processes' slices of its clocks.
+void expect_solution_of_one_process(const optimize::Solution& want, const std::vector<Part>& parts,
+                                    const std::string& at) {
+  std::vector<int> policy;
+  std::vector<std::vector<int>> baselines(want.baselines.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    const std::string in = at + ", process " + std::to_string(p);
+    ASSERT_TRUE(part.status.ok()) << in << ": " << part.status.error().message();
+    ASSERT_TRUE(part.start.has_value()) << in;
+    const optimize::Solution& got = *part.start;
+    expect_plan(want.default_plan, got.default_plan, in + ", default");
+    expect_plan(want.policy, got.policy, in + ", policy");
+    EXPECT_EQ(got.policy_from, want.policy_from) << in;
+    EXPECT_EQ(got.target_ns, want.target_ns) << in;
+    EXPECT_EQ(got.plan_target_ns, want.plan_target_ns) << in;
+    EXPECT_EQ(got.replays, want.replays) << in;
+    ASSERT_EQ(got.baselines.size(), want.baselines.size()) << in;
+    for (size_t b = 0; b < got.baselines.size(); ++b) {
+      expect_plan(want.baselines[b], got.baselines[b], in + ", " + want.baselines[b].name);
+      baselines[b].insert(baselines[b].end(), got.baselines[b].pack_clock_mhz.begin(),
+                          got.baselines[b].pack_clock_mhz.end());
+    }
+    policy.insert(policy.end(), got.policy.pack_clock_mhz.begin(), got.policy.pack_clock_mhz.end());
+  }
+  EXPECT_EQ(policy, want.policy.pack_clock_mhz) << at;
+  for (size_t b = 0; b < baselines.size(); ++b)
+    EXPECT_EQ(baselines[b], want.baselines[b].pack_clock_mhz) << at << ", " << want.baselines[b].name;
+}
+
+// A real step: ../shared's 8-rank DLRM (its collectives matched across processes), profiled on the emulated
+// GPU: fitted at P = 2, 3 and 8, and optimized at P = 3 (optimize_part, the moves'
+// budgets cut, the same in one process): optimize()'s Solution on every process, and its policy file.
+TEST(FitPart, TheEightRankDlrmStepFitsAndOptimizesAsOneProcess) {
   EMO_REQUIRE_SHARED(dlrm, "traces/param/et_replay/tests/inputs/extracted/dlrm_kineto");
   auto files = analysis::expand_trace_paths({dlrm});
   ASSERT_TRUE(files.ok()) << files.error().message();
@@ -287,21 +327,16 @@ TEST(FitPart, TheEightRankDlrmStepFitsAndStartsAsOneProcess) {
   whole.packing = &one.packing;
   whole.models = &one.models;
   whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
-  const optimize::OptimizeOptions opt;
-  auto want = optimize::solve_start(whole, opt);
+  optimize::OptimizeOptions opt;
+  opt.kick_replays = 1500;
+  opt.polish_replays = 600;
+  opt.block_replays = 600;
+  auto want = optimize::optimize(whole, opt);
   ASSERT_TRUE(want.ok()) << want.error().message();
   EXPECT_LT(want->policy.energy_j, want->default_plan.energy_j);
-  const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, 3, {}, &opt);
-  std::vector<int> policy;
-  for (const Part& part : parts) {
-    ASSERT_TRUE(part.status.ok()) << part.status.error().message();
-    EXPECT_EQ(part.start->policy.time_ns, want->policy.time_ns);
-    EXPECT_EQ(part.start->policy.energy_j, want->policy.energy_j);
-    EXPECT_EQ(part.start->policy_from, want->policy_from);
-    EXPECT_EQ(part.start->replays, want->replays);
-    policy.insert(policy.end(), part.start->policy.pack_clock_mhz.begin(), part.start->policy.pack_clock_mhz.end());
-  }
-  EXPECT_EQ(policy, want->policy.pack_clock_mhz);
+  const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, 3, {}, &opt, true);
+  expect_solution_of_one_process(*want, parts, "dlrm, P = 3");
+  EXPECT_EQ(parts[0].policy, optimize::policy_json(whole, *want, opt.max_slowdown, opt.reserve).dump());
 }
 
 // Every error is the first failing process's, said on every process: the folder's (process 0's listing),
@@ -443,44 +478,6 @@ TEST(PredictPart, PlansArePricedAsOneProcess) {
 // from, every baseline, the replays — with each plan's clocks the processes' slices of its clocks; with each
 // GPU's share searched on its own, with the shares of a replica set searched together across processes
 // (shares_per_gpu_max below the GPUs), and at a larger slowdown.
-void expect_plan(const optimize::Plan& want, const optimize::Plan& got, const std::string& what) {
-  EXPECT_EQ(got.name, want.name) << what;
-  EXPECT_EQ(got.time_ns, want.time_ns) << what;
-  EXPECT_EQ(got.energy_j, want.energy_j) << what;
-  EXPECT_EQ(got.feasible, want.feasible) << what;
-}
-
-// Every process's Solution against one process's `want`: the default plan, the policy and where it came from,
-// the targets, the replays and every baseline, and each plan's clocks the processes' slices of its clocks.
-void expect_solution_of_one_process(const optimize::Solution& want, const std::vector<Part>& parts,
-                                    const std::string& at) {
-  std::vector<int> policy;
-  std::vector<std::vector<int>> baselines(want.baselines.size());
-  for (size_t p = 0; p < parts.size(); ++p) {
-    const Part& part = parts[p];
-    const std::string in = at + ", process " + std::to_string(p);
-    ASSERT_TRUE(part.status.ok()) << in << ": " << part.status.error().message();
-    ASSERT_TRUE(part.start.has_value()) << in;
-    const optimize::Solution& got = *part.start;
-    expect_plan(want.default_plan, got.default_plan, in + ", default");
-    expect_plan(want.policy, got.policy, in + ", policy");
-    EXPECT_EQ(got.policy_from, want.policy_from) << in;
-    EXPECT_EQ(got.target_ns, want.target_ns) << in;
-    EXPECT_EQ(got.plan_target_ns, want.plan_target_ns) << in;
-    EXPECT_EQ(got.replays, want.replays) << in;
-    ASSERT_EQ(got.baselines.size(), want.baselines.size()) << in;
-    for (size_t b = 0; b < got.baselines.size(); ++b) {
-      expect_plan(want.baselines[b], got.baselines[b], in + ", " + want.baselines[b].name);
-      baselines[b].insert(baselines[b].end(), got.baselines[b].pack_clock_mhz.begin(),
-                          got.baselines[b].pack_clock_mhz.end());
-    }
-    policy.insert(policy.end(), got.policy.pack_clock_mhz.begin(), got.policy.pack_clock_mhz.end());
-  }
-  EXPECT_EQ(policy, want.policy.pack_clock_mhz) << at;
-  for (size_t b = 0; b < baselines.size(); ++b)
-    EXPECT_EQ(baselines[b], want.baselines[b].pack_clock_mhz) << at << ", " << want.baselines[b].name;
-}
-
 TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("dp_") + synth::workload_name(wl), wl, 4);
@@ -512,9 +509,9 @@ TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
 // The whole optimizer over the parts (optimize::optimize_part: the first stages, then every search move's
 // trial priced over the parts and the plans priced again in issue order): optimize()'s Solution of the whole
 // step — the policy after the moves, its clocks, the replays they took — on every process, and its policy
-// file from process 0 (optimize::policy_json_part), for the three
-// families at P = 2 and 3 (the moves' budgets cut so that the test stays short: the same budgets in one
-// process), and from a given start (OptimizeOptions::start_clocks).
+// file from process 0 (optimize::policy_json_part), for the three families at P = 2 and 3 (the moves'
+// budgets cut so that the test stays short: the same budgets in one process), and from a given start
+// (OptimizeOptions::start_clocks).
 TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("opt_") + synth::workload_name(wl), wl, 4);

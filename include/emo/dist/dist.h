@@ -3,8 +3,9 @@
 // them to the step. `analyze`, `whatif` and `pack` keep each process's part of the ranks where it is:
 // each builds, replays, analyzes (and packs) its part (analysis::load_part, pack::make_packs_part) and
 // process 0 joins what they report; the other subcommands hand the compact tables to process 0, which
-// assembles the step and runs the rest of the pipeline (the fit of recorded runs and the DP's plan and the
-// baselines have their parts too, not yet used there: pack::fit_pack_models_part, optimize::solve_start_part).
+// assembles the step and runs the rest of the pipeline (the fit of recorded runs, the optimizer and its
+// policy file have their parts too, not yet used there: pack::fit_pack_models_part, optimize::optimize_part,
+// optimize::policy_json_part).
 // Only process 0 prints and writes. Without MPI, or without a launcher, the world is this process alone
 // and nothing changes.
 //
