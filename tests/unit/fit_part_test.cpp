@@ -158,7 +158,26 @@ struct Profiled {
     EXPECT_TRUE(m.ok()) << m.error().message();
     models = std::move(*m);
   }
+  // The whole step's problem, as one process optimizes it.
+  optimize::Problem problem() const {
+    optimize::Problem pr;
+    pr.workload = &w;
+    pr.packing = &packing;
+    pr.models = &models;
+    pr.default_clock_mhz = int(profile.default_clock_mhz.value);
+    return pr;
+  }
 };
+
+// The search moves' budgets cut so that a test stays short (each trial over the parts replays the whole
+// step); the same budgets in one process.
+optimize::OptimizeOptions short_search() {
+  optimize::OptimizeOptions opt;
+  opt.kick_replays = 1500;
+  opt.polish_replays = 600;
+  opt.block_replays = 600;
+  return opt;
+}
 
 // Process `part`'s runs and models against one process's, for its GPUs: equal, bit for bit.
 void expect_part_of(const Profiled& one, const Part& part, const std::string& what) {
@@ -322,15 +341,8 @@ TEST(FitPart, TheEightRankDlrmStepFitsAndOptimizesAsOneProcess) {
   const Profiled one("dlrm", *files);
   ASSERT_GE(one.runs.size(), 2u);
   expect_fit_of_one_process(one, "dlrm", {2, 3, 8});
-  optimize::Problem whole;
-  whole.workload = &one.w;
-  whole.packing = &one.packing;
-  whole.models = &one.models;
-  whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
-  optimize::OptimizeOptions opt;
-  opt.kick_replays = 1500;
-  opt.polish_replays = 600;
-  opt.block_replays = 600;
+  const optimize::Problem whole = one.problem();
+  const optimize::OptimizeOptions opt = short_search();
   auto want = optimize::optimize(whole, opt);
   ASSERT_TRUE(want.ok()) << want.error().message();
   EXPECT_LT(want->policy.energy_j, want->default_plan.energy_j);
@@ -422,11 +434,7 @@ TEST(PredictPart, PlansArePricedAsOneProcess) {
       return candidates[(k * 7 + 3) % candidates.size()];
     };
     const size_t n_plans = 3;
-    optimize::Problem whole;
-    whole.workload = &one.w;
-    whole.packing = &one.packing;
-    whole.models = &one.models;
-    whole.default_clock_mhz = fdef;
+    const optimize::Problem whole = one.problem();
     std::vector<optimize::Plan> want;
     for (size_t i = 0; i < n_plans; ++i) {
       std::vector<int> clocks;
@@ -481,11 +489,7 @@ TEST(PredictPart, PlansArePricedAsOneProcess) {
 TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("dp_") + synth::workload_name(wl), wl, 4);
-    optimize::Problem whole;
-    whole.workload = &one.w;
-    whole.packing = &one.packing;
-    whole.models = &one.models;
-    whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
+    const optimize::Problem whole = one.problem();
     for (int variant = 0; variant < 3; ++variant) {
       optimize::OptimizeOptions opt;
       if (variant == 1) opt.shares_per_gpu_max = 2;  // 4 GPUs: shares by replica set
@@ -515,15 +519,8 @@ TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
 TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
   for (auto wl : {synth::Workload::kTrainDP, synth::Workload::kTrainPP, synth::Workload::kTrainTP}) {
     const Profiled one(std::string("opt_") + synth::workload_name(wl), wl, 4);
-    optimize::Problem whole;
-    whole.workload = &one.w;
-    whole.packing = &one.packing;
-    whole.models = &one.models;
-    whole.default_clock_mhz = int(one.profile.default_clock_mhz.value);
-    optimize::OptimizeOptions opt;
-    opt.kick_replays = 1500;  // the moves' budgets cut (a full replay over the parts per trial)
-    opt.polish_replays = 600;
-    opt.block_replays = 600;
+    const optimize::Problem whole = one.problem();
+    optimize::OptimizeOptions opt = short_search();
     // ... and bounded by the step's replayed points below that: 400 and 300 replays.
     opt.polish_point_visits = 400.0 * double(one.w.graph.num_points());
     opt.block_point_visits = 300.0 * double(one.w.graph.num_points());
