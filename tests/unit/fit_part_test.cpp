@@ -513,7 +513,8 @@ TEST(SolveStartPart, TheFirstStagesAreOneProcesss) {
 // The whole optimizer over the parts (optimize::optimize_part: the first stages, then every search move's
 // trial priced over the parts and the plans priced again in issue order): optimize()'s Solution of the whole
 // step — the policy after the moves, its clocks, the replays they took — on every process, and its policy
-// file from process 0 (optimize::policy_json_part), for the three families at P = 2 and 3 (the moves'
+// file from process 0 (optimize::policy_json_part), for the three families at P = 2 and 3 (and 6 on train-dp:
+// two processes without a GPU) (the moves'
 // budgets cut so that the test stays short: the same budgets in one process), and from a given start
 // (OptimizeOptions::start_clocks).
 TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
@@ -535,7 +536,8 @@ TEST(OptimizePart, TheSearchMovesAreOneProcesss) {
     // The policy file: process 0's, the same JSON as one process's; null on the others.
     const std::string file = optimize::policy_json(whole, *want, opt.max_slowdown, opt.reserve).dump();
     EXPECT_NE(file.find("\"issue_at_us\""), std::string::npos);
-    for (int size : {2, 3}) {
+    // Train-dp also over 6 processes: two without a GPU take part in every trial and round.
+    for (int size : wl == synth::Workload::kTrainDP ? std::vector<int>{2, 3, 6} : std::vector<int>{2, 3}) {
       const std::string at = std::string(synth::workload_name(wl)) + ", P = " + std::to_string(size);
       const std::vector<Part> parts = fit_parts(one.files, one.dir, one.profile, one.po, size, {}, &opt, true);
       expect_solution_of_one_process(*want, parts, at);
